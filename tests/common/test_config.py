@@ -1,0 +1,119 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from common import config_io
+from common.config import Config
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+@pytest.mark.parametrize("preset", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_preset_loads(preset):
+    cfg = config_io.load_config(preset)
+    assert isinstance(cfg, Config)
+
+
+def test_seed_presets_hold_the_seed_runs():
+    mlp = config_io.load_config(CONFIGS / "mlp_adam.yaml")
+    assert (mlp.model.name, mlp.optim.name, mlp.optim.lr) == ("mlp", "adam", 1e-3)
+    assert (mlp.train.batch_size, mlp.train.batch_mode, mlp.train.epochs) == (64, "global", 5)
+    cnn = config_io.load_config(CONFIGS / "cnn_adadelta.yaml")
+    assert (cnn.model.name, cnn.optim.name, cnn.optim.lr) == ("cnn", "adadelta", 1.0)
+    assert (cnn.optim.schedule, cnn.optim.gamma, cnn.train.epochs) == ("step", 0.7, 10)
+    assert cnn.train.global_batch_size(world_size=4) == 256  # 64 per rank
+
+
+def test_overrides_are_typed_by_the_schema():
+    cfg = config_io.load_config(
+        None, ["optim.lr=0.5", "train.epochs=3", "model.dropout=false", "torch.strategy=fsdp2"]
+    )
+    assert cfg.optim.lr == 0.5 and cfg.train.epochs == 3
+    assert cfg.model.dropout is False and cfg.torch.strategy == "fsdp2"
+    # an int is a fine float, and a YAML null is a fine optional
+    cfg = config_io.load_config(None, ["optim.lr=1", "data.dir=null"])
+    assert cfg.optim.lr == 1.0 and isinstance(cfg.optim.lr, float) and cfg.data.dir is None
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (
+            "optim.learning_rate=0.1",
+            r"Unknown config key: optim.learning_rate; allowed in optim: "
+            r"name, lr",
+        ),
+        ("optimizer.lr=0.1", r"Unknown config section: 'optimizer'; allowed: data, model"),
+        ("train.epochs=2.5", r"train.epochs: expected an integer, got 2.5"),
+        ("train.epochs=true", r"train.epochs: expected an integer, got True"),
+        ("model.dropout=1", r"model.dropout: expected a boolean, got 1"),
+        (
+            "optim.name=rmsprop",
+            r"optim.name: expected one of 'sgd', 'adam', 'adadelta', "
+            r"got 'rmsprop'",
+        ),
+        (
+            "torch.strategy=zero3",
+            r"torch.strategy: expected one of 'single', 'ddp', 'fsdp2', "
+            r"'fsdp1'",
+        ),
+        ("optim.lr=-1", r"optim.lr must be greater than 0, got -1.0"),
+        ("train.target_accuracy=98", r"train.target_accuracy is a fraction in \(0, 1\]"),
+        ("optim.lr", r"must look like section.key=value"),
+        ("lr=0.1", r"must look like section.key=value"),
+    ],
+)
+def test_bad_overrides_are_refused_with_the_key_and_allowed_values(override, message):
+    with pytest.raises(ValueError, match=message):
+        config_io.load_config(None, [override])
+
+
+def test_bad_preset_file_names_the_file(tmp_path):
+    preset = tmp_path / "bad.yaml"
+    preset.write_text("train:\n  epochs: ten\n")
+    with pytest.raises(ValueError, match=r"train.epochs: expected an integer.*bad.yaml"):
+        config_io.load_config(preset)
+    with pytest.raises(ValueError, match="does not exist"):
+        config_io.load_config(tmp_path / "missing.yaml")
+    preset.write_text("- a list\n")
+    with pytest.raises(ValueError, match="must hold a mapping"):
+        config_io.load_config(preset)
+
+
+def test_global_batch_must_split_over_the_ranks():
+    cfg = config_io.load_config(None, ["train.batch_size=64"])
+    assert cfg.train.per_rank_batch_size(4) == 16
+    with pytest.raises(ValueError, match="does not split evenly over 3 ranks"):
+        cfg.train.global_batch_size(3)
+
+
+def test_hash_is_stable_and_tracks_values(tmp_path):
+    preset = tmp_path / "a.yaml"
+    preset.write_text("optim:\n  lr: 0.01\n  name: sgd\nmodel:\n  name: cnn\n")
+    reordered = tmp_path / "b.yaml"
+    reordered.write_text("model:\n  name: cnn\noptim:\n  name: sgd\n  lr: 0.01\n")
+    a, b = config_io.load_config(preset), config_io.load_config(reordered)
+    assert config_io.config_hash(a) == config_io.config_hash(b)
+    # the same in another process with another string-hash seed
+    probe = "from common import config_io; print(config_io.config_hash(config_io.load_config()))"
+    other = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, "PYTHONHASHSEED": "12345"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert other.stdout.strip() == config_io.config_hash(Config())
+    assert config_io.config_hash(config_io.load_config(None, ["optim.lr=0.02"])) != (
+        config_io.config_hash(config_io.load_config(None, ["optim.lr=0.01"]))
+    )
+
+
+def test_resolved_config_round_trips_through_the_run_folder(tmp_path):
+    cfg = config_io.load_config(CONFIGS / "cnn_adadelta.yaml", ["train.seed=7"])
+    written = config_io.save_config(cfg, tmp_path)
+    assert config_io.config_hash(cfg) in written.read_text().splitlines()[0]
+    assert config_io.load_config(written) == cfg

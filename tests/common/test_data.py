@@ -1,0 +1,120 @@
+import gzip
+
+import numpy as np
+import pytest
+
+from common import data
+
+
+def _write_split(folder, prefix, images, labels):
+    data.write_idx(folder / f"{prefix}-images-idx3-ubyte", images)
+    data.write_idx(folder / f"{prefix}-labels-idx1-ubyte", labels)
+
+
+def test_idx_round_trip(tmp_path):
+    images = np.random.default_rng(0).integers(0, 256, (5, 28, 28), dtype=np.uint8)
+    data.write_idx(tmp_path / "x", images)
+    assert np.array_equal(data.read_idx(tmp_path / "x", ndim=3), images)
+
+
+def test_wrong_magic_number_names_file_and_expectation(tmp_path):
+    labels = np.arange(10, dtype=np.uint8)
+    data.write_idx(tmp_path / "labels", labels)
+    with pytest.raises(
+        data.DataError,
+        match=r"labels: wrong magic number 0x00000801, "
+        r"expected 0x00000803",
+    ):
+        data.read_idx(tmp_path / "labels", ndim=3)
+    raw = bytearray((tmp_path / "labels").read_bytes())
+    raw[2] = 0x0D  # float data, not unsigned bytes
+    (tmp_path / "labels").write_bytes(bytes(raw))
+    with pytest.raises(data.DataError, match="wrong magic number 0x00000d01"):
+        data.read_idx(tmp_path / "labels", ndim=1)
+
+
+@pytest.mark.parametrize(
+    "keep, message",
+    [
+        (2, "shorter than the IDX header"),
+        (10, r"truncated inside the header \(10 of 16 bytes\)"),
+        (
+            16 + 28 * 28 * 3 - 1,
+            r"truncated: header says shape \(3, 28, 28\), so 2368 bytes, "
+            r"found 2367",
+        ),
+    ],
+)
+def test_truncated_files_say_what_was_expected(tmp_path, keep, message):
+    data.write_idx(tmp_path / "imgs", np.zeros((3, 28, 28), np.uint8))
+    (tmp_path / "imgs").write_bytes((tmp_path / "imgs").read_bytes()[:keep])
+    with pytest.raises(data.DataError, match=message):
+        data.read_idx(tmp_path / "imgs", ndim=3)
+
+
+def test_trailing_bytes_are_refused(tmp_path):
+    data.write_idx(tmp_path / "imgs", np.zeros((3, 28, 28), np.uint8))
+    with open(tmp_path / "imgs", "ab") as handle:
+        handle.write(b"junk")
+    with pytest.raises(data.DataError, match="has trailing bytes"):
+        data.read_idx(tmp_path / "imgs", ndim=3)
+
+
+def test_mismatched_counts_and_shapes(tmp_path):
+    _write_split(tmp_path, "train", np.zeros((4, 28, 28), np.uint8), np.zeros(3, np.uint8))
+    with pytest.raises(data.DataError, match="3 labels but train-images-idx3-ubyte has 4 images"):
+        data._read_split(tmp_path, "train")
+    _write_split(tmp_path, "train", np.zeros((4, 27, 28), np.uint8), np.zeros(4, np.uint8))
+    with pytest.raises(data.DataError, match=r"images are \(27, 28\), expected \(28, 28\)"):
+        data._read_split(tmp_path, "train")
+    _write_split(tmp_path, "train", np.zeros((2, 28, 28), np.uint8), np.array([1, 12], np.uint8))
+    with pytest.raises(data.DataError, match="label 12 outside 0..9"):
+        data._read_split(tmp_path, "train")
+
+
+def test_checksum_mismatch_is_refused_at_load_and_fetch(tmp_path, mnist):
+    for name in data.CHECKSUMS:
+        (tmp_path / name).write_bytes((data.resolve_dir() / name).read_bytes())
+    data.load_mnist(tmp_path)  # a verified copy loads
+    raw = bytearray((tmp_path / "t10k-labels-idx1-ubyte").read_bytes())
+    raw[100] ^= 1  # one flipped bit in a label
+    (tmp_path / "t10k-labels-idx1-ubyte").write_bytes(bytes(raw))
+    with pytest.raises(
+        data.DataError,
+        match=r"t10k-labels-idx1-ubyte: SHA-256 is .*expected "
+        r"ff7bcfd4.*delete it and run `make data`",
+    ):
+        data.load_mnist(tmp_path)
+    with pytest.raises(data.DataError, match="SHA-256"):
+        data.fetch(tmp_path, source="local")
+
+
+def test_missing_files_name_the_fix(tmp_path):
+    with pytest.raises(
+        data.DataError,
+        match=r"MNIST files missing in .*: train-images-idx3-ubyte"
+        r".*Run `make data`",
+    ):
+        data.load_mnist(tmp_path)
+
+
+def test_fetch_from_gzip_files_verifies_and_keeps_nothing_bad(tmp_path, mnist):
+    for name in data.CHECKSUMS:
+        payload = (data.resolve_dir() / name).read_bytes()
+        if name.startswith("train-labels"):
+            payload = payload[:-1] + b"\x00"  # a corrupt archive member
+        (tmp_path / f"{name}.gz").write_bytes(gzip.compress(payload, compresslevel=1))
+    with pytest.raises(data.DataError, match=r"could not fetch train-labels-idx1-ubyte.*SHA-256"):
+        data.fetch(tmp_path, source="local")
+    assert not (tmp_path / "train-labels-idx1-ubyte").exists()  # the bad file never landed
+    assert (tmp_path / "train-images-idx3-ubyte").is_file()
+    assert not list(tmp_path.glob(".fetch-*"))  # no scratch left behind
+
+
+def test_real_mnist_loads_and_normalizes(mnist):
+    again = data.load_mnist()  # load time is reported by `python -m common.data summary`
+    assert again.train_images.shape == (60000, 28, 28) and again.test_labels.shape == (10000,)
+    assert np.bincount(again.test_labels).tolist()[:3] == [980, 1135, 1032]
+    pixels = data.normalize(again.train_images)
+    assert pixels.dtype == np.float32
+    assert abs(float(pixels.mean())) < 1e-3 and abs(float(pixels.std()) - 1.0) < 1e-3

@@ -1,0 +1,68 @@
+import numpy as np
+import pytest
+
+from common import data, reference, weights
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn"])
+def test_torch_and_keras_layouts_compute_the_same_logits(model, mnist):
+    canonical = weights.initial_weights(model, seed=0)
+    images = data.normalize(mnist.test_images[:16])
+    torch_logits = reference.forward(model, weights.to_torch(canonical), images, "torch")
+    keras_logits = reference.forward(model, weights.to_keras(model, canonical), images, "keras")
+    assert torch_logits.shape == (16, 10)
+    np.testing.assert_allclose(keras_logits, torch_logits, rtol=0, atol=1e-12)
+
+
+def test_a_wrong_flatten_order_would_be_caught(mnist):
+    """Guard the guard: transposing fc1 naively (no CHW->HWC reorder) changes the logits."""
+    canonical = weights.initial_weights("cnn", seed=0)
+    keras = weights.to_keras("cnn", canonical)
+    keras["fc1.kernel"] = canonical["fc1.weight"].T
+    images = data.normalize(mnist.test_images[:4])
+    right = reference.forward("cnn", weights.to_torch(canonical), images, "torch")
+    wrong = reference.forward("cnn", keras, images, "keras")
+    assert np.abs(right - wrong).max() > 1e-3
+
+
+def test_reference_conv_matches_the_definition():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 6, 6))
+    kernel = rng.standard_normal((4, 3, 3, 3))
+    bias = rng.standard_normal(4)
+    out = reference._conv_nchw(x, kernel, bias)
+    n, o, i, j = 1, 2, 3, 1
+    by_hand = (x[n, :, i : i + 3, j : j + 3] * kernel[o]).sum() + bias[o]
+    assert out.shape == (2, 4, 4, 4)
+    assert out[n, o, i, j] == pytest.approx(by_hand)
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn"])
+def test_keras_conversion_round_trips(model):
+    canonical = weights.initial_weights(model, seed=5)
+    back = weights.from_keras(model, weights.to_keras(model, canonical))
+    assert back.keys() == canonical.keys()
+    assert all(np.array_equal(back[name], canonical[name]) for name in canonical)
+
+
+def test_initial_weights_follow_seed_and_torch_default_bounds():
+    first, again = weights.initial_weights("cnn", 1), weights.initial_weights("cnn", 1)
+    other = weights.initial_weights("cnn", 2)
+    assert all(np.array_equal(first[name], again[name]) for name in first)
+    assert not np.array_equal(first["fc1.weight"], other["fc1.weight"])
+    shapes = {name: array.shape for name, array in first.items()}
+    assert shapes["conv2.weight"] == (64, 32, 3, 3) and shapes["fc1.weight"] == (128, 9216)
+    for name, array in first.items():
+        fan_in = np.prod(first[name.replace("bias", "weight")].shape[1:])
+        bound = 1 / np.sqrt(fan_in)
+        assert array.dtype == np.float32 and np.abs(array).max() <= bound
+        if array.size >= 1000:  # uniform over the whole interval: std = bound / sqrt(3)
+            assert abs(array.std() * np.sqrt(3) / bound - 1) < 0.05
+            assert abs(array.mean()) < 0.05 * bound
+    mlp = weights.initial_weights("mlp", 0)
+    assert sum(array.size for array in mlp.values()) == 784 * 128 + 128 + 128 * 64 + 64 + 650
+
+
+def test_unknown_model_is_refused():
+    with pytest.raises(ValueError, match="unknown model 'resnet'; allowed: mlp, cnn"):
+        weights.initial_weights("resnet", 0)
