@@ -1,0 +1,128 @@
+"""Turn the shared MNIST arrays and the shared shard plan into torch batches.
+
+Two pipelines give the same samples at every step (`data.pipeline`):
+  tensor  the normalized dataset is put on the device once; a batch is an index_select with the
+          plan's indices (no per-sample Python)
+  loader  a Dataset that normalizes one uint8 image at a time (as the seeds' transforms do) and a
+          DataLoader with workers and pinned memory, fed by a batch sampler that replays the plan
+Evaluation always reads the preloaded test tensors with the padded, weighted evaluation plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from common import data as common_data
+from common.config import Config
+from common.shard import EvalPlan, TrainPlan
+from torch_impl.dist import DistInfo
+
+
+def _limit(array: np.ndarray, limit: int) -> np.ndarray:
+    return array[:limit] if limit else array
+
+
+class MnistImages(Dataset):
+    """uint8 images normalized one at a time by the same function as the tensor pipeline."""
+
+    def __init__(self, images: np.ndarray, labels: np.ndarray):
+        self.images = images
+        self.labels = torch.from_numpy(labels)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        pixels = torch.from_numpy(common_data.normalize(self.images[index]))
+        return pixels.unsqueeze(0), self.labels[index]
+
+
+class PlanBatchSampler(Sampler[list[int]]):
+    """Yields this rank's batches of the shard plan for the epoch set by `set_epoch`."""
+
+    def __init__(self, plan: TrainPlan):
+        self.plan = plan
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.plan.steps_per_epoch
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for batch in self.plan.rank_indices(self.epoch):
+            yield batch.tolist()
+
+
+class TorchData:
+    def __init__(self, cfg: Config, info: DistInfo):
+        mnist = common_data.load_mnist(common_data.resolve_dir(cfg.data.dir))
+        train_images = _limit(mnist.train_images, cfg.data.train_limit)
+        train_labels = _limit(mnist.train_labels, cfg.data.train_limit)
+        test_images = _limit(mnist.test_images, cfg.data.test_limit)
+        test_labels = _limit(mnist.test_labels, cfg.data.test_limit)
+        self.device = info.device
+        self.pipeline = cfg.data.pipeline
+        self.plan = TrainPlan(
+            num_samples=len(train_labels),
+            global_batch=cfg.train.global_batch_size(info.world_size),
+            world_size=info.world_size,
+            rank=info.rank,
+            seed=cfg.train.seed,
+        )
+        eval_plan = EvalPlan(
+            len(test_labels), cfg.train.eval_batch_size, info.world_size, info.rank
+        )
+        self.eval_indices, self.eval_weights = eval_plan.rank_indices()
+        self.test_images = self._to_device(common_data.normalize(test_images))
+        self.test_labels = torch.from_numpy(test_labels).to(self.device)
+        if self.pipeline == "tensor":
+            self.train_images = self._to_device(common_data.normalize(train_images))
+            self.train_labels = torch.from_numpy(train_labels).to(self.device)
+        else:
+            self.sampler = PlanBatchSampler(self.plan)
+            workers = cfg.data.loader_workers
+            self.loader = DataLoader(
+                MnistImages(train_images, train_labels),
+                batch_sampler=self.sampler,
+                num_workers=workers,
+                pin_memory=cfg.torch.pin_memory and self.device.type == "cuda",
+                persistent_workers=workers > 0,
+            )
+
+    def _to_device(self, images: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(images).unsqueeze(1).to(self.device)  # NCHW
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.plan.steps_per_epoch
+
+    def train_batches(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """This rank's (images, labels) for every step of `epoch`, on the device."""
+        if self.pipeline == "tensor":
+            indices = torch.from_numpy(self.plan.rank_indices(epoch)).to(self.device)
+            for step_indices in indices:
+                yield self.train_images[step_indices], self.train_labels[step_indices]
+            return
+        self.sampler.set_epoch(epoch)
+        for images, labels in self.loader:
+            yield (
+                images.to(self.device, non_blocking=True),
+                labels.to(self.device, non_blocking=True),
+            )
+
+    def eval_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """(images, labels, weights) of this rank's share of the test set; weight 0 = padding."""
+        indices = torch.from_numpy(self.eval_indices).to(self.device)
+        weights = torch.from_numpy(self.eval_weights).to(self.device)
+        for step_indices, step_weights in zip(indices, weights, strict=True):
+            yield self.test_images[step_indices], self.test_labels[step_indices], step_weights
+
+
+def build_dataset(cfg: Config, info: DistInfo) -> TorchData:
+    return TorchData(cfg, info)
