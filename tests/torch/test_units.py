@@ -1,0 +1,86 @@
+"""torch_impl pieces in one process: model vs the numpy reference, pipelines, options."""
+
+import numpy as np
+import pytest
+import torch
+
+from common import config_io, reference, weights
+from common.cluster import ClusterSpec
+from common.data import normalize
+from common.optim import learning_rate
+from torch_impl.data import build_dataset
+from torch_impl.dist import DistInfo
+from torch_impl.model import build_model
+from torch_impl.parallel import check_options
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn"])
+def test_model_starts_from_the_shared_weights(name, mnist):
+    cfg = config_io.load_config(None, [f"model.name={name}", "train.seed=4"])
+    model = build_model(cfg.model, seed=4).eval()
+    images = normalize(mnist.test_images[:8])
+    with torch.no_grad():
+        logits = model(torch.from_numpy(images).unsqueeze(1)).numpy()
+    expected = reference.forward(name, weights.initial_weights(name, 4), images, "torch")
+    np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-5)
+
+
+def _info(world: int, rank: int) -> DistInfo:
+    spec = ClusterSpec(launcher="local", rank=rank, local_rank=rank, world_size=world,
+                       local_world_size=world, hosts=("localhost",) * world, node="localhost",
+                       master_addr="127.0.0.1", master_port=1, gpus_per_node=0)  # fmt: skip
+    return DistInfo(spec, torch.device("cpu"), backend="gloo")
+
+
+def test_tensor_and_loader_pipelines_give_the_same_batches(mnist):
+    common = ["data.train_limit=640", "train.batch_size=64", "data.loader_workers=1"]
+    tensor = config_io.load_config(None, [*common, "data.pipeline=tensor"])
+    loader = config_io.load_config(None, [*common, "data.pipeline=loader"])
+    for rank in (0, 1):
+        a = list(build_dataset(tensor, _info(2, rank)).train_batches(epoch=1))
+        b = list(build_dataset(loader, _info(2, rank)).train_batches(epoch=1))
+        assert len(a) == len(b) == 10
+        for (images_a, labels_a), (images_b, labels_b) in zip(a, b, strict=True):
+            assert images_a.shape == (32, 1, 28, 28)
+            assert torch.equal(images_a, images_b) and torch.equal(labels_a, labels_b)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["torch.strategy=single"], "torch.strategy=single runs one process, but 2 were launched"),
+    (["torch.strategy=ddp", "torch.cpu_offload=true"], "torch.cpu_offload=True is an FSDP option"),
+    (["torch.strategy=ddp", "torch.mixed_precision=bf16"], "is an FSDP option"),
+    (["torch.strategy=fsdp2", "torch.sharding=no_shard"], "use torch.strategy=ddp"),
+    (["torch.strategy=fsdp2", "torch.cpu_offload=true"], "set torch.pin_memory=false"),
+    (["torch.strategy=fsdp1", "torch.mixed_precision=fp16"], "fp16 needs a GPU"),
+])  # fmt: skip
+def test_options_that_do_not_combine_are_refused(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        check_options(config_io.load_config(None, overrides), world_size=2, cuda=False)
+    # and pin_memory=false makes CPU offload acceptable
+    ok = config_io.load_config(None, ["torch.strategy=fsdp2", "torch.cpu_offload=true",
+                                      "torch.pin_memory=false"])  # fmt: skip
+    check_options(ok, world_size=2, cuda=False)
+
+
+def test_onecycle_schedule_matches_torch_onecycle():
+    cfg = config_io.load_config(None, ["optim.schedule=onecycle", "optim.lr=0.1"])
+    parameter = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([parameter], lr=0.1)
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(
+        optimizer, max_lr=0.1, total_steps=50, cycle_momentum=False
+    )
+    for step in range(50):
+        ours = learning_rate(cfg.optim, step // 10, step % 10, steps_per_epoch=10, epochs=5)
+        assert ours == pytest.approx(optimizer.param_groups[0]["lr"], rel=1e-12)
+        optimizer.step()
+        scheduler.step()
+
+
+def test_the_torch_side_imports_no_tensorflow():
+    import subprocess
+    import sys
+
+    probe = ("import sys, torch_impl.train, torch_impl.bench; "
+             "print([m for m in ('tensorflow', 'keras') if m in sys.modules])")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
