@@ -3,9 +3,10 @@
     python -m torch_impl.bench [--models mlp,cnn] [--nproc 2] [--train-limit 6400]
 
 Baselines, in this process, second pass timed: `plain`, a hand-written loop over the same
-preloaded tensors (no wrapper, no metrics), and `seed-style`, the tutorials' loop (a DataLoader with a per-sample
-transform and shuffle, batch 64). Strategies run as real launches (`common.launch`) for two
-epochs; their samples/s is the second epoch's (the first includes warm-up). Prints a table.
+preloaded tensors (no wrapper, no metrics), and `seed-style`, the tutorials' loop (a
+DataLoader with a per-sample transform and shuffle, batch 64). Strategies run as real
+launches (`common.launch`) for two epochs; their samples/s is the second epoch's (the first
+includes warm-up). Prints a table.
 """
 
 from __future__ import annotations
