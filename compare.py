@@ -31,8 +31,11 @@ def find_metrics_files(paths: list[str]) -> list[Path]:
 def summarize(records: list[dict]) -> dict:
     """One row per run: what ran, how fast (first epoch excluded when there are more), result."""
     start = records[0]
-    epochs = [record for record in records if record["record"] == "epoch"]
-    end = next((record for record in records if record["record"] == "run_end"), None)
+    # a resumed run appends: the last record of each epoch and the last run_end count
+    by_number = {record["epoch"]: record for record in records if record["record"] == "epoch"}
+    epochs = [by_number[number] for number in sorted(by_number)]
+    ends = [record for record in records if record["record"] == "run_end"]
+    end = ends[-1] if ends else None
     timed = epochs[1:] if len(epochs) > 1 else epochs
     return {
         "framework": start["framework"],

@@ -67,9 +67,26 @@ def setup_distributed(cfg: Config) -> DistInfo:
     if cfg.torch.strategy == "single":
         return DistInfo(spec, device, backend=None)
     backend = torch_dist.get_default_backend_for_device(device)
+    # The rendezvous waits dist.startup_timeout_s for every rank to join; collectives after it
+    # wait dist.timeout_s.
+    try:
+        store = torch_dist.TCPStore(
+            spec.master_addr,
+            spec.master_port,
+            world_size=spec.world_size,
+            is_master=spec.is_chief,
+            timeout=dt.timedelta(seconds=cfg.dist.startup_timeout_s),
+            wait_for_workers=True,
+        )
+    except (RuntimeError, OSError) as error:  # DistStoreError and timeouts derive from these
+        raise RuntimeError(
+            f"rank {spec.rank}: not all {spec.world_size} ranks reached the rendezvous at "
+            f"{spec.master_addr}:{spec.master_port} within dist.startup_timeout_s="
+            f"{cfg.dist.startup_timeout_s:g} s: {error}"
+        ) from None
     torch_dist.init_process_group(
         backend=backend,
-        init_method=f"tcp://{spec.master_addr}:{spec.master_port}",
+        store=store,
         rank=spec.rank,
         world_size=spec.world_size,
         timeout=dt.timedelta(seconds=cfg.dist.timeout_s),

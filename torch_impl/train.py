@@ -202,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:  # bad config or launch variables: nothing has started
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except RuntimeError as error:  # the rendezvous did not complete in time
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     signal.signal(signal.SIGTERM, _abort)
     signal.signal(signal.SIGINT, _abort)
     state: dict = {"epochs": []}

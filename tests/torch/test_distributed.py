@@ -9,6 +9,7 @@ import time
 import pytest
 import torch
 
+import compare
 from common import metrics
 from common.launch import rank_environments
 from tests.torch.conftest import SMALL, train_command
@@ -112,6 +113,8 @@ def test_stop_resume_finish_equals_an_uninterrupted_run(run_torch):
     statuses = [r["status"] for r in metrics.read_metrics(run_dir / "metrics.jsonl")
                 if r["record"] == "run_end"]  # fmt: skip
     assert statuses == ["aborted", "success"]
+    row = compare.summarize(metrics.read_metrics(run_dir / "metrics.jsonl"))
+    assert (row["epochs"], row["status"]) == (3, "success")
 
 
 def test_a_killed_rank_makes_the_other_fail_within_the_timeout(tmp_path):
@@ -138,6 +141,17 @@ def test_a_killed_rank_makes_the_other_fail_within_the_timeout(tmp_path):
     end = metrics.read_metrics(metrics_file)[-1]
     assert end["record"] == "run_end" and end["status"] == "failed"
     assert "rank 0" in end["error"] and "error: rank 0" in output
+
+
+def test_a_peer_that_never_starts_fails_the_rendezvous_in_time(tmp_path):
+    settings = [*SMALL, "dist.startup_timeout_s=3", f"output.dir={tmp_path}"]
+    env = rank_environments(2, dict(os.environ))[0]  # rank 0 of 2; rank 1 is never started
+    start = time.monotonic()
+    done = subprocess.run(train_command(0, settings, []), env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 1 and time.monotonic() - start < 30
+    assert "not all 2 ranks reached the rendezvous" in done.stderr
+    assert "dist.startup_timeout_s=3 s" in done.stderr
 
 
 def test_bad_options_fail_before_any_process_group(run_torch):
