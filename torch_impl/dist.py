@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 from dataclasses import dataclass
 
 import torch
@@ -24,6 +25,7 @@ class DistInfo:
     spec: cluster.ClusterSpec
     device: torch.device
     backend: str | None  # None: one process, no process group
+    store: object = None  # the rendezvous TCPStore; the chief's process serves it
 
     @property
     def rank(self) -> int:
@@ -92,7 +94,7 @@ def setup_distributed(cfg: Config) -> DistInfo:
         timeout=dt.timedelta(seconds=cfg.dist.timeout_s),
         device_id=device if device.type == "cuda" else None,
     )
-    return DistInfo(spec, device, backend)
+    return DistInfo(spec, device, backend, store)
 
 
 def all_reduce_sum(values: torch.Tensor, info: DistInfo) -> torch.Tensor:
@@ -130,6 +132,15 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def teardown(info: DistInfo) -> None:
-    if info.distributed and torch_dist.is_initialized():
-        torch_dist.destroy_process_group()
+def teardown(info: DistInfo, timeout_s: float = 30.0) -> None:
+    """Leave together. The chief serves the store, so it exits only after every rank has
+    destroyed its process group (otherwise a late rank can abort inside its teardown)."""
+    if not (info.distributed and torch_dist.is_initialized()):
+        return
+    torch_dist.barrier()
+    torch_dist.destroy_process_group()
+    left = info.store.add("teardown", 1)
+    deadline = time.monotonic() + timeout_s
+    while info.is_chief and left < info.world_size and time.monotonic() < deadline:
+        time.sleep(0.01)
+        left = info.store.add("teardown", 0)

@@ -74,6 +74,7 @@ def train_epoch(cfg: Config, epoch: int, model, optimizer, data, info, writer) -
     steps = data.steps_per_epoch
     loss_sum = torch.zeros(1, dtype=torch.float64, device=info.device)
     step_times = []
+    paused = 0.0  # time spent on step records: metrics, not training
     dist.barrier(info)
     dist.synchronize(info.device)
     start = last = time.perf_counter()
@@ -82,6 +83,9 @@ def train_epoch(cfg: Config, epoch: int, model, optimizer, data, info, writer) -
         set_learning_rate(optimizer, lr)
         loss = train_step(model, optimizer, images, labels)
         loss_sum += loss
+        dist.synchronize(info.device)
+        now = time.perf_counter()
+        step_times.append(now - last)
         global_step = epoch * steps + step + 1
         if cfg.train.log_every_steps and global_step % cfg.train.log_every_steps == 0:
             step_loss = dist.all_reduce_sum(loss.double().reshape(1), info) / info.world_size
@@ -89,11 +93,9 @@ def train_epoch(cfg: Config, epoch: int, model, optimizer, data, info, writer) -
                 record = {"record": "step", "epoch": epoch + 1, "step": global_step,
                           "loss": step_loss.item(), "lr": lr}  # fmt: skip
                 writer.write(record)
-        dist.synchronize(info.device)
-        now = time.perf_counter()
-        step_times.append(now - last)
-        last = now
-    train_time = time.perf_counter() - start
+            paused += time.perf_counter() - now
+        last = time.perf_counter()
+    train_time = time.perf_counter() - start - paused
     dist.all_reduce_sum(loss_sum, info)
     return {"loss": loss_sum.item() / (steps * info.world_size), "time": train_time,
             "step_times": step_times, "lr": lr, "steps": steps}  # fmt: skip
