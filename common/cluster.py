@@ -91,6 +91,12 @@ def _gpus_visible(env: Mapping[str, str]) -> int:
     return len([device for device in visible.split(",") if device.strip() not in ("", "-1")])
 
 
+def threads_per_rank(local_world_size: int) -> int:
+    """This machine's cores (those this process may use) split over the ranks on it."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) // local_world_size)
+
+
 def free_ports(count: int) -> list[int]:
     """`count` distinct TCP ports that were free on localhost a moment ago."""
     sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]

@@ -5,8 +5,10 @@ Both frameworks call these with their own version strings; nothing here imports 
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import platform
+import signal
 import socket
 import subprocess
 import time
@@ -16,8 +18,8 @@ import numpy as np
 
 from common.cluster import ClusterSpec
 from common.config import Config
-from common.config_io import config_hash, save_config, to_dict
-from common.metrics import SCHEMA_VERSION, time_to_target
+from common.config_io import add_config_arguments, config_hash, save_config, to_dict
+from common.metrics import SCHEMA_VERSION, percentiles, time_to_target
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -131,3 +133,67 @@ def run_end_record(
         "time_to_target_s": time_to_target(epochs, cfg.train.target_accuracy),
         "error": error,
     }
+
+
+# ---- what both training programs share ---------------------------------------------------------
+
+
+class Aborted(Exception):
+    """SIGTERM or SIGINT arrived (a launcher stopping its ranks, SLURM preemption), or
+    --stop-after-epoch was reached."""
+
+
+def _abort(signum: int, frame) -> None:
+    raise Aborted(f"stopped by signal {signal.Signals(signum).name}")
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM and SIGINT raise `Aborted` in the training loop, so the run can checkpoint or
+    write its run_end record before it leaves."""
+    signal.signal(signal.SIGTERM, _abort)
+    signal.signal(signal.SIGINT, _abort)
+
+
+def parse_train_args(prog: str, description: str | None, argv: list[str] | None):
+    """The command line of `torch_impl.train` and `tf_impl.train` (the same on both sides)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    add_config_arguments(parser)
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on from the run's latest complete checkpoint (the run folder is "
+        "output.dir/output.run_name)",
+    )
+    parser.add_argument(
+        "--stop-after-epoch",
+        type=int,
+        default=0,
+        metavar="N",
+        help="checkpoint after epoch N and stop (status aborted)",
+    )
+    return parser.parse_args(argv)
+
+
+def epoch_record(
+    epoch: int,
+    trained: dict,
+    evaluated: tuple[float, float, float],
+    global_batch: int,
+    clock: str,
+    elapsed_s: float,
+    memory: list[dict],
+) -> dict:
+    """The epoch record from one epoch's training summary (`loss`, `time`, `step_times`, `lr`,
+    `steps`) and its evaluation (val loss, val accuracy, eval seconds)."""
+    val_loss, val_accuracy, eval_time = evaluated
+    p50, p90 = percentiles(trained["step_times"], [50, 90])
+    samples = trained["steps"] * global_batch
+    return {
+        "record": "epoch", "time": utc_now(), "epoch": epoch,
+        "train_loss": trained["loss"], "val_loss": val_loss, "val_accuracy": val_accuracy,
+        "lr": trained["lr"], "steps": trained["steps"], "samples": samples,
+        "train_time_s": trained["time"], "train_clock": clock,
+        "eval_time_s": eval_time, "samples_per_s": samples / trained["time"],
+        "step_time_p50_s": p50, "step_time_p90_s": p90,
+        "elapsed_s": elapsed_s, "memory": memory,
+    }  # fmt: skip

@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from common import config_io, data, metrics
+from common.cluster import threads_per_rank
 from torch_impl.data import MnistImages
-from torch_impl.dist import threads_per_rank
 from torch_impl.model import build_model
 from torch_impl.optim import build_optimizer
 

@@ -8,7 +8,6 @@ cores instead of each starting one thread per core.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import time
 from dataclasses import dataclass
 
@@ -53,17 +52,12 @@ def pick_device(cfg: Config, spec: cluster.ClusterSpec) -> torch.device:
     return torch.device("cuda", spec.local_rank % torch.cuda.device_count())
 
 
-def threads_per_rank(local_world_size: int) -> int:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, (cores or 1) // local_world_size)
-
-
 def setup_distributed(cfg: Config) -> DistInfo:
     """Read the launch environment, check the options, join the process group."""
     spec = cluster.from_environment()
     device = pick_device(cfg, spec)
     check_options(cfg, spec.world_size, cuda=device.type == "cuda")
-    torch.set_num_threads(threads_per_rank(spec.local_world_size))
+    torch.set_num_threads(cluster.threads_per_rank(spec.local_world_size))
     if device.type == "cuda":
         torch.cuda.set_device(device)
     if cfg.torch.strategy == "single":

@@ -7,9 +7,7 @@ Start it with torchrun, srun or `python -m common.launch --nproc N --`: the same
 
 from __future__ import annotations
 
-import argparse
 import os
-import signal
 import sys
 import time
 import traceback
@@ -33,14 +31,6 @@ TRAIN_CLOCK = (
     "epoch 1 includes warm-up"
 )
 PRECISION = {"none": "fp32", "bf16": "bf16", "fp16": "fp16"}
-
-
-class Aborted(Exception):
-    """SIGTERM or SIGINT arrived (a launcher stopping its ranks, SLURM preemption)."""
-
-
-def _abort(signum: int, frame) -> None:
-    raise Aborted(f"stopped by signal {signal.Signals(signum).name}")
 
 
 def train_step(model, optimizer, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -124,18 +114,11 @@ def run_training(cfg: Config, info: dist.DistInfo, run_dir: Path, args, state: d
         val_loss, val_accuracy = evaluate(model, data, info)
         eval_time = time.perf_counter() - eval_start
         entry = memory.memory_entry(info.rank, info.device, model, optimizer)
-        p50, p90 = metrics.percentiles(trained["step_times"], [50, 90])
-        samples = trained["steps"] * data.plan.global_batch
-        record = {
-            "record": "epoch", "time": run.utc_now(), "epoch": epoch + 1,
-            "train_loss": trained["loss"], "val_loss": val_loss, "val_accuracy": val_accuracy,
-            "lr": trained["lr"], "steps": trained["steps"], "samples": samples,
-            "train_time_s": trained["time"], "train_clock": TRAIN_CLOCK,
-            "eval_time_s": eval_time, "samples_per_s": samples / trained["time"],
-            "step_time_p50_s": p50, "step_time_p90_s": p90,
-            "elapsed_s": elapsed_before + time.perf_counter() - loop_start,
-            "memory": dist.all_gather_objects(entry, info),
-        }  # fmt: skip
+        record = run.epoch_record(
+            epoch + 1, trained, (val_loss, val_accuracy, eval_time), data.plan.global_batch,
+            TRAIN_CLOCK, elapsed_before + time.perf_counter() - loop_start,
+            dist.all_gather_objects(entry, info),
+        )  # fmt: skip
         state["epochs"].append(record)
         if writer:
             writer.write(record)
@@ -146,7 +129,7 @@ def run_training(cfg: Config, info: dist.DistInfo, run_dir: Path, args, state: d
             extras = {"elapsed_s": record["elapsed_s"], "epoch_records": state["epochs"]}
             checkpoint.save_checkpoint(run_dir, epoch + 1, model, optimizer, info, extras)
         if stopping and epoch + 1 < cfg.train.epochs:
-            raise Aborted(f"stopped after epoch {epoch + 1} (--stop-after-epoch); --resume goes on")
+            raise run.Aborted(f"stopped after epoch {epoch + 1} (--stop-after-epoch); --resume")
     if cfg.output.save_model:
         checkpoint.export_model(model, run_dir, info)
 
@@ -177,27 +160,8 @@ def start_run(cfg: Config, info: dist.DistInfo) -> tuple[Path, metrics.MetricsWr
     return run_dir, writer
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m torch_impl.train", description=__doc__)
-    config_io.add_config_arguments(parser)
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="go on from the run's latest "
-        "complete checkpoint (the run folder is output.dir/output.run_name)",
-    )
-    parser.add_argument(
-        "--stop-after-epoch",
-        type=int,
-        default=0,
-        metavar="N",
-        help="checkpoint after epoch N and stop (status aborted)",
-    )
-    return parser.parse_args(argv)  # fmt: skip
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = run.parse_train_args("python -m torch_impl.train", __doc__, argv)
     try:
         cfg = config_io.config_from_args(args)
         info = dist.setup_distributed(cfg)
@@ -207,15 +171,14 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as error:  # the rendezvous did not complete in time
         print(f"error: {error}", file=sys.stderr)
         return 1
-    signal.signal(signal.SIGTERM, _abort)
-    signal.signal(signal.SIGINT, _abort)
+    run.install_signal_handlers()
     state: dict = {"epochs": []}
     status, error, code = "success", None, 0
     started = time.perf_counter()
     try:
         run_dir, state["writer"] = start_run(cfg, info)
         run_training(cfg, info, run_dir, args, state)
-    except Aborted as stop:
+    except run.Aborted as stop:
         status, error, code = "aborted", str(stop), 0 if args.stop_after_epoch else 143
     except Exception as failure:  # a dead or hung peer surfaces here as a collective error
         status, code = "failed", 1

@@ -1,0 +1,118 @@
+"""Turn the shared MNIST arrays and the shared shard plan into TensorFlow batches.
+
+Two pipelines give the same samples at every step (`data.pipeline`):
+  tensor  the normalized dataset is a constant on the device; a batch is a tf.gather with the
+          plan's indices, handed straight to `strategy.run` (one replica per worker)
+  loader  a tf.data pipeline (indices -> map(normalize one image) -> batch -> prefetch), as the
+          seeds build it but in the plan's order instead of a shuffle; distributed with
+          `distribute_datasets_from_function`, auto-sharding OFF, since the plan already
+          gives every worker its own slice
+Evaluation always reads the preloaded test arrays with the padded, weighted evaluation plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import tensorflow as tf
+
+from common import data as common_data
+from common.config import Config
+from common.shard import EvalPlan, TrainPlan
+from tf_impl.dist import DistInfo
+
+
+def _limit(array: np.ndarray, limit: int) -> np.ndarray:
+    return array[:limit] if limit else array
+
+
+def _nhwc(images: np.ndarray) -> np.ndarray:
+    return common_data.normalize(images)[..., np.newaxis]
+
+
+class TfData:
+    def __init__(self, cfg: Config, info: DistInfo):
+        mnist = common_data.load_mnist(common_data.resolve_dir(cfg.data.dir))
+        train_images = _limit(mnist.train_images, cfg.data.train_limit)
+        train_labels = _limit(mnist.train_labels, cfg.data.train_limit).astype(np.int64)
+        test_images = _limit(mnist.test_images, cfg.data.test_limit)
+        test_labels = _limit(mnist.test_labels, cfg.data.test_limit).astype(np.int64)
+        self.info = info
+        self.pipeline = cfg.data.pipeline
+        self.loader_workers = cfg.data.loader_workers
+        self.plan = TrainPlan(
+            num_samples=len(train_labels),
+            global_batch=cfg.train.global_batch_size(info.world_size),
+            world_size=info.world_size,
+            rank=info.rank,
+            seed=cfg.train.seed,
+        )
+        eval_plan = EvalPlan(
+            len(test_labels), cfg.train.eval_batch_size, info.world_size, info.rank
+        )
+        eval_indices, eval_weights = eval_plan.rank_indices()
+        self.eval_images = tf.constant(_nhwc(test_images[eval_indices.reshape(-1)]))
+        self.eval_labels = tf.constant(test_labels[eval_indices.reshape(-1)])
+        self.eval_weights = tf.constant(eval_weights.reshape(-1).astype(np.float32))
+        self.eval_steps, self.eval_batch = eval_indices.shape
+        if self.pipeline == "tensor":
+            self.train_images = tf.constant(_nhwc(train_images))
+        else:
+            self.train_images = tf.constant(train_images)  # uint8; normalized per image
+        self.train_labels = tf.constant(train_labels)
+        self.iterators: list = []  # kept alive until exit: see `train_batches`
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.plan.steps_per_epoch
+
+    def _loader(self, epoch: int) -> tf.data.Dataset:
+        images, labels = self.train_images, self.train_labels
+
+        def load(index):
+            pixels = (tf.cast(tf.gather(images, index), tf.float32) / 255.0
+                      - common_data.PIXEL_MEAN) / common_data.PIXEL_STD  # fmt: skip
+            return pixels[..., tf.newaxis], tf.gather(labels, index)
+
+        order = self.plan.rank_indices(epoch)
+        calls = self.loader_workers or tf.data.AUTOTUNE
+        dataset = (
+            tf.data.Dataset.from_tensor_slices(order.reshape(-1))
+            .map(load, num_parallel_calls=calls, deterministic=True)
+            .batch(order.shape[1], drop_remainder=True)
+            .prefetch(tf.data.AUTOTUNE)
+        )
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+        options.deterministic = True
+        return dataset.with_options(options)
+
+    def train_batches(self, epoch: int) -> Iterator[tuple]:
+        """This worker's (images, labels) for every step of `epoch`."""
+        if self.pipeline == "tensor":
+            for step_indices in self.plan.rank_indices(epoch):
+                indices = tf.constant(step_indices)
+                yield tf.gather(self.train_images, indices), tf.gather(self.train_labels, indices)
+            return
+        # From a function: the dataset is taken as per-replica batches as built (no rebatching,
+        # which experimental_distribute_dataset does even with auto-sharding off).
+        distributed = self.info.strategy.distribute_datasets_from_function(
+            lambda context: self._loader(epoch)
+        )
+        iterator = iter(distributed)
+        # Destroying a distributed iterator while its prefetch thread runs stalled one worker
+        # 34-100 s at the end of most runs here; they are released only when the process exits.
+        self.iterators.append(iterator)
+        for _ in range(self.steps_per_epoch):
+            yield next(iterator)
+
+    def eval_batches(self) -> Iterator[tuple]:
+        """(images, labels, weights) of this worker's share of the test set; 0 = padding."""
+        for step in range(self.eval_steps):
+            window = slice(step * self.eval_batch, (step + 1) * self.eval_batch)
+            yield self.eval_images[window], self.eval_labels[window], self.eval_weights[window]
+
+
+def build_dataset(cfg: Config, info: DistInfo) -> TfData:
+    return TfData(cfg, info)

@@ -1,0 +1,172 @@
+"""Bring up MultiWorkerMirroredStrategy from the `common` cluster description.
+
+TF_CONFIG is written here, from `ClusterSpec.tf_config()`, before TensorFlow does anything else;
+every rank is one worker with one device (a GPU picked by local rank, or the CPU). Start-up is
+bounded twice: the ranks first meet in `common.rendezvous` (retried, names a missing worker), and
+TensorFlow's coordination service then gets dist.startup_timeout_s to register everyone.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.eager import context
+
+from common import cluster, rendezvous
+from common.config import Config
+
+COMMUNICATION = {
+    "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
+    "ring": tf.distribute.experimental.CommunicationImplementation.RING,
+    "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
+}
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    spec: cluster.ClusterSpec
+    strategy: tf.distribute.Strategy
+    device: str  # "cpu" or "gpu"
+    device_name: str  # what the worker runs on, e.g. "cpu" or the GPU's name
+    compiled: dict = field(default_factory=dict, compare=False)  # tf.functions made once
+
+    @property
+    def rank(self) -> int:
+        return self.spec.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.spec.world_size
+
+    @property
+    def is_chief(self) -> bool:
+        return self.spec.is_chief
+
+    @property
+    def distributed(self) -> bool:
+        return self.spec.world_size > 1
+
+
+def pick_device(cfg: Config, spec: cluster.ClusterSpec) -> tuple[str, str]:
+    """Make one device visible to this worker: the GPU of its local rank, or none."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if cfg.dist.device == "gpu" and not gpus:
+        raise ValueError("dist.device=gpu but TensorFlow sees no GPU; use dist.device=cpu")
+    if cfg.tf.communication == "nccl" and (cfg.dist.device == "cpu" or not gpus):
+        raise ValueError("tf.communication=nccl needs GPUs; use tf.communication=ring on CPUs")
+    if cfg.dist.device == "cpu" or not gpus:
+        tf.config.set_visible_devices([], "GPU")
+        return "cpu", "cpu"
+    gpu = gpus[spec.local_rank % len(gpus)]
+    tf.config.set_visible_devices([gpu], "GPU")
+    tf.config.experimental.set_memory_growth(gpu, True)  # peak memory = memory used
+    details = tf.config.experimental.get_device_details(gpu)
+    return "gpu", details.get("device_name", gpu.name)
+
+
+def configure_coordination(cfg: Config, spec: cluster.ClusterSpec) -> None:
+    """TensorFlow's own start-up deadline: all workers register within dist.startup_timeout_s
+    (with a barrier), instead of the default of waiting forever."""
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+
+    ctx = context.context()
+    ctx.configure_coordination_service(
+        service_type="standalone",
+        service_leader="/job:worker/replica:0/task:0",
+        cluster_register_timeout_in_ms=int(cfg.dist.startup_timeout_s * 1000),
+        coordinated_jobs=[
+            coordination_config_pb2.CoordinatedJob(name="worker", num_tasks=spec.world_size)
+        ],
+    )
+    ctx.coordination_service.cluster_register_with_barrier = True
+
+
+def setup_distributed(cfg: Config) -> DistInfo:
+    """Read the launch environment, write TF_CONFIG, meet the peers, build the strategy."""
+    spec = cluster.from_environment()
+    cfg.train.global_batch_size(spec.world_size)  # fails early on a batch that does not split
+    if spec.world_size > 1:
+        os.environ["TF_CONFIG"] = spec.tf_config_json()
+    else:  # one worker: no gRPC server, no coordination service
+        os.environ.pop("TF_CONFIG", None)
+    device, device_name = pick_device(cfg, spec)
+    threads = cluster.threads_per_rank(spec.local_world_size)
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(min(2, threads))
+    if spec.world_size > 1:
+        rendezvous.wait_for_peers(spec, cfg.dist.startup_timeout_s, cfg.dist.startup_retries)
+        configure_coordination(cfg, spec)
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=COMMUNICATION[cfg.tf.communication],
+        timeout_seconds=cfg.dist.timeout_s,
+    )
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    return DistInfo(spec, strategy, device, device_name)
+
+
+def leave_together(cfg: Config, info: DistInfo) -> None:
+    """Return once every worker has finished its last collective. A worker whose last
+    all-reduce has returned may still be serving buffers that a peer pulls (RecvBuf), so
+    leaving at once broke the peer's reduce ("Socket closed"). So the workers meet once more
+    over plain TCP (`common.rendezvous`), which they reach only after all their own work."""
+    if info.distributed:
+        rendezvous.wait_for_peers(info.spec, cfg.dist.timeout_s, attempts=1)
+
+
+def _all_reduce_fn(info: DistInfo):
+    """A compiled cross-worker sum, made once per strategy."""
+    if "all_reduce" not in info.compiled:
+
+        @tf.function
+        def reduce(values):
+            def replica_sum(local):
+                # identity: a function input has no device, and the reduce needs one
+                return tf.distribute.get_replica_context().all_reduce("sum", tf.identity(local))
+
+            return info.strategy.run(replica_sum, args=(values,))
+
+        info.compiled["all_reduce"] = reduce
+    return info.compiled["all_reduce"]
+
+
+def all_reduce_sum(values: np.ndarray, info: DistInfo) -> np.ndarray:
+    """Sum a float64 array over the workers; every worker gets the sum."""
+    local = tf.constant(np.asarray(values, dtype=np.float64))
+    if not info.distributed:
+        return local.numpy()
+    reduced = _all_reduce_fn(info)(local)
+    return info.strategy.experimental_local_results(reduced)[0].numpy()
+
+
+def gather_rows(row: list[float], info: DistInfo) -> np.ndarray:
+    """Every worker's `row` (numbers below 2**53), as a [world, len(row)] array on all workers."""
+    table = np.zeros((info.world_size, len(row)))
+    table[info.rank] = row
+    return all_reduce_sum(table, info)
+
+
+def barrier(info: DistInfo) -> None:
+    """A collective every worker must reach (a sum of ones), checked."""
+    if info.distributed:
+        arrived = all_reduce_sum(np.ones(1), info)[0]
+        if int(arrived) != info.world_size:
+            raise RuntimeError(f"barrier: {int(arrived)} of {info.world_size} workers arrived")
+
+
+TEXT_BYTES = 256  # longest text exchanged between workers (run names, device descriptions)
+
+
+def gather_texts(text: str, info: DistInfo) -> list[str]:
+    """Every worker's `text` (UTF-8, up to TEXT_BYTES bytes), in rank order, on all workers."""
+    encoded = text.encode()[:TEXT_BYTES]
+    row = list(encoded) + [0] * (TEXT_BYTES - len(encoded))
+    table = gather_rows(row, info).astype(np.uint8)
+    return [bytes(row).rstrip(b"\0").decode(errors="replace") for row in table]
+
+
+def broadcast_text(text: str, info: DistInfo) -> str:
+    """The chief's `text` on every worker."""
+    return gather_texts(text, info)[0]
