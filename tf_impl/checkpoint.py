@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import zlib
 from pathlib import Path
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_impl.dist import DistInfo, barrier
+from tf_impl.dist import DistInfo, barrier, gather_rows
 from tf_impl.model import get_weights
 
 
@@ -25,11 +26,22 @@ def checkpoint_root(run_dir: Path) -> Path:
     return run_dir / "checkpoints" / "tf"
 
 
+def _state(model, optimizer) -> tf.train.Checkpoint:
+    """What a checkpoint holds: weights, optimizer slots and step, and the dropout layers' seed
+    generator states (tf.train.Checkpoint does not reach those through the model, and without
+    them a resumed run draws other dropout masks)."""
+    seeds = {
+        f"{layer.name}": layer.seed_generator.state.value
+        for layer in model.layers
+        if getattr(layer, "seed_generator", None) is not None
+    }
+    return tf.train.Checkpoint(model=model, optimizer=optimizer, dropout_seeds=seeds)
+
+
 def _manager(run_dir: Path, model, optimizer, info: DistInfo) -> tf.train.CheckpointManager:
     root = checkpoint_root(run_dir)
     directory = root if info.is_chief else run_dir / "checkpoints" / f"tmp-worker-{info.rank}"
-    state = tf.train.Checkpoint(model=model, optimizer=optimizer)
-    return tf.train.CheckpointManager(state, str(directory), max_to_keep=2)
+    return tf.train.CheckpointManager(_state(model, optimizer), str(directory), max_to_keep=2)
 
 
 def save_checkpoint(run_dir: Path, epoch: int, model, optimizer, info: DistInfo, extras: dict):
@@ -59,16 +71,23 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 def load_checkpoint(marker: Path, model, optimizer, info: DistInfo) -> dict:
     """Restore model and optimizer (built first, so nothing is restored lazily); the extras."""
     extras = json.loads(marker.read_text(encoding="utf-8"))
-    state = tf.train.Checkpoint(model=model, optimizer=optimizer)
-    state.restore(str(marker.parent / extras["checkpoint"])).assert_existing_objects_matched()
+    _state(model, optimizer).restore(
+        str(marker.parent / extras["checkpoint"])
+    ).assert_existing_objects_matched()
     return extras
 
 
 def export_model(model: keras.Model, name: str, run_dir: Path, info: DistInfo) -> Path:
     """The final weights in the canonical (torch) layout as `model.npz`, written by the chief:
-    the same names and shapes as torch_impl's model.pt, so the two can be compared directly."""
+    the same names and shapes as torch_impl's model.pt, so the two can be compared directly.
+    Mirrored training must leave every worker with the same weights: checked, bit for bit."""
+    canonical = get_weights(model, name)
+    digest = zlib.crc32(b"".join(array.tobytes() for array in canonical.values()))
+    digests = [int(value) for value in gather_rows([digest], info)[:, 0]]
+    if len(set(digests)) != 1:
+        raise RuntimeError(f"the workers hold different weights after training: crc32 {digests}")
     path = run_dir / "model.npz"
     if info.is_chief:
-        np.savez(path, **get_weights(model, name))
+        np.savez(path, **canonical)
     barrier(info)
     return path

@@ -120,7 +120,7 @@ def _all_reduce_fn(info: DistInfo):
     """A compiled cross-worker sum, made once per strategy."""
     if "all_reduce" not in info.compiled:
 
-        @tf.function
+        @tf.function(reduce_retracing=True)  # one trace for every shape
         def reduce(values):
             def replica_sum(local):
                 # identity: a function input has no device, and the reduce needs one

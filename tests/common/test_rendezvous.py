@@ -1,0 +1,69 @@
+"""The start-up meeting TF runs before joining its peers: real sockets, real threads."""
+
+import threading
+import time
+
+from common.cluster import ClusterSpec, free_ports
+from common.rendezvous import RendezvousError, wait_for_peers
+
+
+def _spec(rank: int, world: int, port: int) -> ClusterSpec:
+    return ClusterSpec(launcher="local", rank=rank, local_rank=rank, world_size=world,
+                       local_world_size=world, hosts=("localhost",) * world, node="localhost",
+                       master_addr="127.0.0.1", master_port=port, gpus_per_node=0,
+                       tf_ports=tuple(range(40001, 40001 + world)))  # fmt: skip
+
+
+def _run_ranks(ranks, world, port, timeout_s=5.0, attempts=1, delays=None):
+    outcomes = {}
+
+    def one(rank):
+        time.sleep((delays or {}).get(rank, 0.0))
+        try:
+            wait_for_peers(_spec(rank, world, port), timeout_s, attempts)
+            outcomes[rank] = "go"
+        except RendezvousError as error:
+            outcomes[rank] = str(error)
+
+    threads = [threading.Thread(target=one, args=(rank,)) for rank in ranks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return outcomes
+
+
+def test_all_ranks_meet_even_when_the_chief_starts_last():
+    (port,) = free_ports(1)
+    outcomes = _run_ranks([0, 1, 2], world=3, port=port, delays={0: 1.0})
+    assert outcomes == {0: "go", 1: "go", 2: "go"}
+
+
+def test_a_missing_worker_is_named_on_every_rank_after_the_attempts():
+    (port,) = free_ports(1)
+    started = time.monotonic()
+    outcomes = _run_ranks([0, 1], world=3, port=port, timeout_s=1.0, attempts=2)
+    waited = time.monotonic() - started
+    assert "worker 2 (localhost:40003)" in outcomes[0]
+    assert "in 2 attempts" in outcomes[0]
+    assert "the chief gave up" in outcomes[1] and "worker 2" in outcomes[1]
+    assert 1.9 < waited < 10
+
+
+def test_a_worker_without_a_chief_gives_up_in_bounded_time():
+    (port,) = free_ports(1)
+    started = time.monotonic()
+    outcomes = _run_ranks([1], world=2, port=port, timeout_s=0.5, attempts=2)
+    assert "did not answer" in outcomes[1]
+    assert time.monotonic() - started < 10
+
+
+def test_one_process_needs_no_meeting():
+    wait_for_peers(_spec(0, 1, 1), 0.1, 1)  # port 1 is never opened
+
+
+def test_the_port_can_be_used_again_for_a_second_meeting():
+    """TF's workers meet at start-up and again before they exit, on the same port."""
+    (port,) = free_ports(1)
+    assert _run_ranks([0, 1], 2, port) == {0: "go", 1: "go"}
+    assert _run_ranks([0, 1], 2, port) == {0: "go", 1: "go"}

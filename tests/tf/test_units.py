@@ -1,0 +1,94 @@
+"""tf_impl pieces in one process: model vs the numpy reference, optimizers vs torch.optim,
+pipelines. Single-process pieces use TensorFlow's default strategy (no TF_CONFIG)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import torch
+
+import torch_impl.optim as torch_optim
+from common import config_io, reference, weights
+from common.cluster import ClusterSpec
+from common.config import OptimConfig
+from common.data import normalize
+from tf_impl.data import build_dataset
+from tf_impl.dist import DistInfo
+from tf_impl.model import build_model, get_weights
+from tf_impl.optim import build_optimizer, set_learning_rate
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn"])
+def test_model_starts_from_the_shared_weights(name, mnist):
+    cfg = config_io.load_config(None, [f"model.name={name}", "train.seed=4"])
+    model = build_model(cfg.model, seed=4)
+    images = normalize(mnist.test_images[:8])
+    logits = model(images[..., np.newaxis], training=False).numpy()
+    expected = reference.forward(name, weights.initial_weights(name, 4), images, "torch")
+    np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-5)
+    exported = get_weights(model, name)
+    for key, array in weights.initial_weights(name, 4).items():
+        np.testing.assert_array_equal(exported[key], array)
+
+
+@pytest.mark.parametrize(
+    "optim",
+    [
+        OptimConfig(name="sgd", lr=0.1),
+        OptimConfig(name="sgd", lr=0.1, momentum=0.9, weight_decay=0.01),
+        OptimConfig(name="adam", lr=0.01, weight_decay=0.01),
+        OptimConfig(name="adadelta", lr=1.0, weight_decay=0.01),
+    ],
+    ids=["sgd", "sgd-momentum-wd", "adam-wd", "adadelta-wd"],
+)
+def test_optimizers_step_exactly_as_torch_optim(optim):
+    """Same gradients, a learning rate that changes half-way (Keras' own SGD momentum and
+    Adam epsilon would drift here): the same weights to float32 rounding."""
+    rng = np.random.default_rng(7)
+    start = rng.standard_normal(50).astype(np.float32)
+    keras_weight = tf.Variable(start.copy())
+    keras_optimizer = build_optimizer(optim)
+    torch_weight = torch.nn.Parameter(torch.from_numpy(start.copy()))
+    reference_optimizer = torch_optim.build_optimizer(optim, [torch_weight])
+    for step in range(10):
+        lr = optim.lr * (1.0 if step < 5 else 0.3)
+        gradient = rng.standard_normal(50).astype(np.float32)
+        set_learning_rate(keras_optimizer, lr)
+        keras_optimizer.apply_gradients([(tf.constant(gradient), keras_weight)])
+        torch_optim.set_learning_rate(reference_optimizer, lr)
+        torch_weight.grad = torch.from_numpy(gradient)
+        reference_optimizer.step()
+    np.testing.assert_allclose(
+        keras_weight.numpy(), torch_weight.detach().numpy(), rtol=1e-5, atol=1e-6
+    )
+
+
+def _info(world: int, rank: int) -> DistInfo:
+    spec = ClusterSpec(launcher="local", rank=rank, local_rank=rank, world_size=world,
+                       local_world_size=world, hosts=("localhost",) * world, node="localhost",
+                       master_addr="127.0.0.1", master_port=1, gpus_per_node=0)  # fmt: skip
+    return DistInfo(spec, tf.distribute.get_strategy(), "cpu", "cpu")
+
+
+def test_tensor_and_loader_pipelines_give_the_same_batches_in_plan_order(mnist):
+    common = ["data.train_limit=640", "train.batch_size=64", "data.loader_workers=2"]
+    tensor = config_io.load_config(None, [*common, "data.pipeline=tensor"])
+    loader = config_io.load_config(None, [*common, "data.pipeline=loader"])
+    for rank in (0, 1):
+        a = list(build_dataset(tensor, _info(2, rank)).train_batches(epoch=1))
+        data = build_dataset(loader, _info(2, rank))
+        b = list(data.train_batches(epoch=1))
+        assert len(a) == len(b) == 10
+        plan = data.plan.rank_indices(1)
+        for step, ((images_a, labels_a), (images_b, labels_b)) in enumerate(zip(a, b, strict=True)):
+            assert images_a.shape == (32, 28, 28, 1)
+            np.testing.assert_array_equal(labels_a.numpy(), mnist.train_labels[plan[step]])
+            np.testing.assert_array_equal(labels_a.numpy(), labels_b.numpy())
+            np.testing.assert_array_equal(images_a.numpy(), images_b.numpy())
+
+
+def test_nccl_on_a_machine_without_gpus_is_refused_before_anything_starts():
+    from tf_impl.dist import pick_device
+
+    cfg = config_io.load_config(None, ["tf.communication=nccl"])
+    with pytest.raises(ValueError, match="tf.communication=nccl needs GPUs"):
+        pick_device(cfg, _info(1, 0).spec)
