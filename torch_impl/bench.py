@@ -1,17 +1,20 @@
-"""Training throughput of every torch strategy and pipeline, beside two baselines, in one run.
+"""Training throughput of every torch strategy and TF's MultiWorkerMirroredStrategy, for both
+pipelines, beside plain-loop baselines, in one run.
 
-    python -m torch_impl.bench [--models mlp,cnn] [--nproc 2] [--train-limit 6400]
+    python -m torch_impl.bench [--models mlp,cnn] [--frameworks torch,tf] [--nproc 2]
 
-Baselines, in this process, second pass timed: `plain`, a hand-written loop over the same
-preloaded tensors (no wrapper, no metrics), and `seed-style`, the tutorials' loop (a
-DataLoader with a per-sample transform and shuffle, batch 64). Strategies run as real
-launches (`common.launch`) for two epochs; their samples/s is the second epoch's (the first
-includes warm-up). Prints a table.
+Baselines, second pass timed: torch `plain`, a hand-written loop over the same preloaded
+tensors (no wrapper, no metrics), and `seed-style`, the tutorials' loop (a DataLoader with a
+per-sample transform and shuffle, batch 64), both in this process; TF `plain`, the same bare
+loop in Keras (`python -m tf_impl.bench`, its own process, so torch and TF never share one).
+Strategies run as real launches (`common.launch`) for two epochs; their samples/s is the second
+epoch's (the first includes warm-up and tracing). Prints a table.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
@@ -73,14 +76,28 @@ def seed_style_loop(model_name: str, mnist: data.Mnist, limit: int) -> float:
     return seen / seconds
 
 
+def tf_plain_loop(model_name: str, limit: int, repeats: int) -> float:
+    """samples/s of the bare Keras loop, measured in its own process."""
+    command = [sys.executable, "-m", "tf_impl.bench", "--model", model_name,
+               "--train-limit", str(limit), "--repeats", str(repeats)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"tf plain loop failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])["samples_per_s"]
+
+
 def launched(model_name: str, strategy: str, pipeline: str, nproc: int, limit: int) -> float:
-    """samples/s of epoch 2 of a real launch of torch_impl.train."""
+    """samples/s of epoch 2 of a real launch of torch_impl.train, or of tf_impl.train when
+    `strategy` is "mwms"."""
+    module = "tf_impl.train" if strategy == "mwms" else "torch_impl.train"
     with tempfile.TemporaryDirectory() as out:
-        overrides = [f"model.name={model_name}", "optim.name=adam", f"torch.strategy={strategy}",
-                     f"data.pipeline={pipeline}", f"data.train_limit={limit}", "train.epochs=2",
+        overrides = [f"model.name={model_name}", "optim.name=adam", f"data.pipeline={pipeline}",
+                     f"data.train_limit={limit}", "train.epochs=2",
                      f"train.batch_size={BATCH}", "train.batch_mode=global",
                      f"output.dir={out}", "output.run_name=bench"]  # fmt: skip
-        command = [sys.executable, "-m", "torch_impl.train"]
+        if strategy != "mwms":
+            overrides.append(f"torch.strategy={strategy}")
+        command = [sys.executable, "-m", module]
         for override in overrides:
             command += ["--set", override]
         if strategy != "single":
@@ -95,7 +112,9 @@ def launched(model_name: str, strategy: str, pipeline: str, nproc: int, limit: i
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_impl.bench", description=__doc__)
     parser.add_argument("--models", default="mlp,cnn")
-    parser.add_argument("--strategies", default="single,ddp,fsdp2,fsdp1")
+    parser.add_argument("--strategies", default="single,ddp,fsdp2,fsdp1",
+                        help="torch strategies")  # fmt: skip
+    parser.add_argument("--frameworks", default="torch,tf")
     parser.add_argument("--pipelines", default="tensor,loader")
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--train-limit", type=int, default=6400, help="training samples used")
@@ -115,14 +134,21 @@ def main(argv: list[str] | None = None) -> int:
         seed = statistics.median(seed_style_loop(model_name, mnist, limit)
                                  for _ in range(args.repeats))  # fmt: skip
         rows += [(model_name, "plain loop", 1, plain), (model_name, "seed-style loop", 1, seed)]
-        for strategy in args.strategies.split(","):
+        strategies = args.strategies.split(",") if "torch" in args.frameworks else []
+        if "tf" in args.frameworks:
+            speed = tf_plain_loop(model_name, limit, args.repeats)
+            rows.append((model_name, "tf plain Keras loop", 1, speed))
+            strategies.append("mwms")
+        for strategy in strategies:
             for pipeline in args.pipelines.split(","):
                 ranks = 1 if strategy == "single" else args.nproc
                 speed = launched(model_name, strategy, pipeline, args.nproc, limit)
-                rows.append((model_name, f"{strategy} / {pipeline}", ranks, speed))
+                label = f"{'tf ' if strategy == 'mwms' else ''}{strategy} / {pipeline}"
+                rows.append((model_name, label, ranks, speed))
                 print(f"  {model_name} {strategy}/{pipeline}: {speed:,.0f} samples/s", flush=True)
         print(flush=True)
     print(f"{'model':<6} {'variant':<22} {'ranks':>5} {'samples/s':>10} {'vs plain':>8}")
+    print("(vs plain: against the torch plain loop)")
     plain_of = {model: speed for model, variant, _, speed in rows if variant == "plain loop"}
     for model_name, variant, ranks, speed in rows:
         ratio = speed / plain_of[model_name]
