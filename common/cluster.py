@@ -255,3 +255,27 @@ def from_environment(env: Mapping[str, str] | None = None) -> ClusterSpec:
     if "SLURM_STEP_NUM_TASKS" in env and "SLURM_PROCID" in env:
         return _from_slurm(env)
     return _single(env)
+
+
+def rendezvous_endpoint(env: Mapping[str, str] | None = None) -> str:
+    """host:port for torchrun's c10d rendezvous in a SLURM job: the job's first node, and the
+    last port of the job's range (the torch master port and TF's ports take the others)."""
+    env = os.environ if env is None else env
+    try:
+        first = expand_hostlist(env.get("SLURM_JOB_NODELIST", ""))[0]
+    except (HostlistError, IndexError):
+        raise ClusterError("SLURM_JOB_NODELIST is not set: not inside a SLURM job") from None
+    return f"{first}:{slurm_port_base(env.get('SLURM_JOB_ID', '')) + PORT_SPAN - 1}"
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["rendezvous-endpoint"]:
+        print("usage: python -m common.cluster rendezvous-endpoint", file=sys.stderr)
+        raise SystemExit(2)
+    try:
+        print(rendezvous_endpoint())
+    except ClusterError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None

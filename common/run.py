@@ -143,15 +143,37 @@ class Aborted(Exception):
     --stop-after-epoch was reached."""
 
 
+class Preempted(Aborted):
+    """SIGUSR1 (SLURM's warning before the time limit) arrived on some rank: the run
+    checkpointed at the end of the epoch and stops with PREEMPTED_EXIT, to be requeued."""
+
+
+# The exit status of a preempted run: "try again later" (EX_TEMPFAIL). slurm/run_slurm.sh
+# requeues the job when its step ends with it.
+PREEMPTED_EXIT = 75
+_preemption = {"requested": False}
+
+
 def _abort(signum: int, frame) -> None:
     raise Aborted(f"stopped by signal {signal.Signals(signum).name}")
 
 
+def _request_preemption(signum: int, frame) -> None:
+    _preemption["requested"] = True
+
+
 def install_signal_handlers() -> None:
-    """SIGTERM and SIGINT raise `Aborted` in the training loop, so the run can checkpoint or
-    write its run_end record before it leaves."""
+    """SIGTERM and SIGINT raise `Aborted` in the training loop, so the run can write its run_end
+    record before it leaves. SIGUSR1 only asks for a checkpoint and a stop at the end of the
+    current epoch (`preemption_requested`), which every rank must agree on."""
     signal.signal(signal.SIGTERM, _abort)
     signal.signal(signal.SIGINT, _abort)
+    signal.signal(signal.SIGUSR1, _request_preemption)
+
+
+def preemption_requested() -> bool:
+    """Whether SIGUSR1 reached this process; reduce it over the ranks before acting on it."""
+    return _preemption["requested"]
 
 
 def parse_train_args(prog: str, description: str | None, argv: list[str] | None):
@@ -170,6 +192,12 @@ def parse_train_args(prog: str, description: str | None, argv: list[str] | None)
         default=0,
         metavar="N",
         help="checkpoint after epoch N and stop (status aborted)",
+    )
+    parser.add_argument(
+        "--auto-resume",
+        action="store_true",
+        help="like --resume when the run has a complete checkpoint, else start afresh "
+        "(what a requeued SLURM job wants)",
     )
     return parser.parse_args(argv)
 

@@ -97,10 +97,10 @@ def run_training(cfg: Config, info: dist.DistInfo, run_dir: Path, args, state: d
     model = parallelize(build_model(cfg.model, cfg.train.seed), cfg, info.device)
     optimizer = build_optimizer(cfg.optim, model.parameters())
     start_epoch, elapsed_before = 0, 0.0
-    if args.resume:
-        latest = checkpoint.latest_checkpoint(run_dir)
-        if latest is None:
-            raise RuntimeError(f"--resume: no complete checkpoint under {run_dir}/checkpoints")
+    latest = checkpoint.latest_checkpoint(run_dir)
+    if args.resume and latest is None:
+        raise RuntimeError(f"--resume: no complete checkpoint under {run_dir}/checkpoints")
+    if latest is not None and (args.resume or args.auto_resume):
         extras = checkpoint.load_checkpoint(latest, model, optimizer, info)
         start_epoch, elapsed_before = extras["epoch"], extras["elapsed_s"]
         state["epochs"] = extras["epoch_records"]
@@ -124,10 +124,18 @@ def run_training(cfg: Config, info: dist.DistInfo, run_dir: Path, args, state: d
             writer.write(record)
             print(metrics.console_line(record), flush=True)
         every = cfg.train.checkpoint_every_epochs
-        stopping = args.stop_after_epoch == epoch + 1
+        preempted = (
+            dist.all_reduce_sum(
+                torch.tensor([float(run.preemption_requested())], device=info.device), info
+            ).item()
+            > 0
+        )
+        stopping = args.stop_after_epoch == epoch + 1 or preempted
         if (every and (epoch + 1) % every == 0) or stopping:
             extras = {"elapsed_s": record["elapsed_s"], "epoch_records": state["epochs"]}
             checkpoint.save_checkpoint(run_dir, epoch + 1, model, optimizer, info, extras)
+        if preempted and epoch + 1 < cfg.train.epochs:
+            raise run.Preempted(f"preempted (SIGUSR1): checkpointed epoch {epoch + 1}; resume")
         if stopping and epoch + 1 < cfg.train.epochs:
             raise run.Aborted(f"stopped after epoch {epoch + 1} (--stop-after-epoch); --resume")
     if cfg.output.save_model:
@@ -178,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run_dir, state["writer"] = start_run(cfg, info)
         run_training(cfg, info, run_dir, args, state)
+    except run.Preempted as stop:
+        status, error, code = "aborted", str(stop), run.PREEMPTED_EXIT
     except run.Aborted as stop:
         status, error, code = "aborted", str(stop), 0 if args.stop_after_epoch else 143
     except Exception as failure:  # a dead or hung peer surfaces here as a collective error

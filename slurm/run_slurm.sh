@@ -1,0 +1,94 @@
+#!/bin/bash
+# Train with either framework on a SLURM allocation; the same script on any cluster.
+#
+#   sbatch [sbatch options] slurm/run_slurm.sh torch|tf|torchrun CONFIG [--set key=value ...]
+#
+#   torch     srun, one task per GPU (or per CPU slot): python -m torch_impl.train
+#   tf        srun, one task per GPU (or per CPU slot): python -m tf_impl.train (one MWMS worker)
+#   torchrun  srun, one task per node, each a torchrun agent (c10d rendezvous on the first node)
+#             starting SUITE_NPROC_PER_NODE ranks (default: the node's GPUs, else 1)
+#
+# Addresses and ports come from the job (first node, port range from the job id), never from
+# this file. Cluster specifics (modules, NCCL/InfiniBand settings, container hooks) go in a
+# profile: SUITE_PROFILE=<name> sources slurm/profiles/<name>.env (see example.env).
+# Results: $SUITE_RESULTS (default results/)/<job name>-<job id>/ with metrics.jsonl.
+# Preemption: SIGUSR1 arrives 180 s before the time limit (or from `scancel --signal=USR1`);
+# the ranks finish their epoch, checkpoint and exit 75, and the job requeues itself; when
+# SLURM starts it again it goes on from that checkpoint (--auto-resume).
+#
+#SBATCH --job-name=dual-mnist
+#SBATCH --output=slurm-%x-%j.out
+#SBATCH --open-mode=append
+#SBATCH --requeue
+#SBATCH --signal=B:USR1@180
+set -uo pipefail
+
+PREEMPTED_EXIT=75
+die() { echo "error: $*" >&2; exit 2; }
+usage="usage: sbatch [options] slurm/run_slurm.sh torch|tf|torchrun CONFIG [--set key=value ...]"
+
+[[ $# -ge 2 ]] || die "$usage"
+framework=$1 config=$2
+shift 2
+case $framework in
+  torch) module=torch_impl.train ;;
+  tf) module=tf_impl.train ;;
+  torchrun) module=torch_impl.train ;;
+  *) die "unknown framework '$framework' (torch, tf or torchrun). $usage" ;;
+esac
+[[ -n ${SLURM_JOB_ID:-} ]] || die "not inside a SLURM job: submit it with sbatch. $usage"
+
+root=${SUITE_ROOT:-${SLURM_SUBMIT_DIR:-$PWD}}
+cd "$root" || die "cannot enter the suite's folder $root (set SUITE_ROOT)"
+[[ -f $config ]] || die "config '$config' not found in $root"
+
+if [[ -n ${SUITE_PROFILE:-} ]]; then
+  profile=$SUITE_PROFILE
+  [[ -f $profile ]] || profile=slurm/profiles/$SUITE_PROFILE.env
+  [[ -f $profile ]] || die "profile '$SUITE_PROFILE' not found (looked for slurm/profiles/$SUITE_PROFILE.env)"
+  # shellcheck source=/dev/null
+  source "$profile"
+fi
+python=${SUITE_PYTHON:-}
+if [[ -z $python ]]; then
+  if [[ -x $root/.venv/bin/python ]]; then python=$root/.venv/bin/python; else python=python3; fi
+fi
+read -ra python <<< "$python"  # may be a command with words: "apptainer exec img.sif python"
+
+run_name=${SLURM_JOB_NAME}-${SLURM_JOB_ID}
+args=(--config "$config" --set "output.dir=${SUITE_RESULTS:-results}" --set "output.run_name=$run_name"
+      --set train.checkpoint_every_epochs=1 "$@" --auto-resume)
+echo "[$(date -u +%FT%TZ)] job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0}) on $SLURM_JOB_NODELIST: $framework $config $*"
+
+if [[ $framework == torchrun ]]; then
+  endpoint=$("${python[@]}" -m common.cluster rendezvous-endpoint) || exit 2
+  nproc=${SUITE_NPROC_PER_NODE:-${SLURM_GPUS_ON_NODE:-1}}
+  srun --ntasks-per-node=1 --kill-on-bad-exit=1 \
+    "${python[@]}" -m torch.distributed.run --nnodes="$SLURM_JOB_NUM_NODES" --nproc-per-node="$nproc" \
+    --rdzv-backend=c10d --rdzv-endpoint="$endpoint" --rdzv-id="$SLURM_JOB_ID" \
+    -m "$module" "${args[@]}" &
+else
+  srun --kill-on-bad-exit=1 bash slurm/task.sh "${python[@]}" -m "$module" "${args[@]}" &
+fi
+step=$!
+
+# SLURM's warning before the time limit reaches this shell; pass it to the ranks (not to the
+# torchrun agents, which would die of it: that variant resumes from its last epoch checkpoint).
+on_warning() {
+  echo "[$(date -u +%FT%TZ)] SIGUSR1: asking the ranks to checkpoint at the end of the epoch"
+  if [[ $framework == torchrun ]]; then return; fi
+  scancel --signal=USR1 "$SLURM_JOB_ID"
+}
+trap on_warning USR1
+
+while true; do
+  wait "$step"
+  status=$?
+  kill -0 "$step" 2>/dev/null || break  # wait returned for a trapped signal: keep waiting
+done
+
+if [[ $status -eq $PREEMPTED_EXIT ]]; then
+  echo "[$(date -u +%FT%TZ)] checkpointed on preemption; requeueing job $SLURM_JOB_ID"
+  scontrol requeue "$SLURM_JOB_ID" && exit 0
+fi
+exit "$status"

@@ -1,0 +1,147 @@
+"""Submit a benchmark matrix to SLURM and write a manifest that compare.py reads.
+
+    python slurm/sweep.py --config configs/mlp_adam.yaml [--frameworks torch,tf]
+        [--strategies ddp,fsdp2] [--tasks 1,2,4,8] [--repeats 1] [--tasks-per-node N]
+        [--gpus-per-task 1] [--dry-run] [--wait] [--set k=v ...] [-- extra sbatch options]
+
+Every cell (framework x strategy x task count x repeat) is one `sbatch slurm/run_slurm.sh`
+job; strategies apply to torch, TensorFlow has one (mwms). With --dry-run the commands are
+printed and nothing is submitted. The manifest, `<results>/sweeps/<sweep>.json`, lists every
+cell with its job id and result folder, so `compare.py <manifest>` finds every run of the
+sweep, finished or failed (a cell whose folder has no metrics is reported as missing).
+--wait follows the jobs with `scontrol show job` until all have ended and records their states.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
+         "PREEMPTED", "BOOT_FAIL", "DEADLINE"}  # fmt: skip
+
+
+def _list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def cells(args) -> list[dict]:
+    matrix = []
+    for framework in _list(args.frameworks):
+        strategies = _list(args.strategies) if framework == "torch" else ["mwms"]
+        for strategy, tasks, repeat in itertools.product(
+            strategies, [int(t) for t in _list(args.tasks)], range(1, args.repeats + 1)
+        ):
+            if framework == "torch" and strategy == "single" and tasks != 1:
+                continue
+            matrix.append({"framework": framework, "strategy": strategy, "tasks": tasks,
+                           "repeat": repeat})  # fmt: skip
+    return matrix
+
+
+def sbatch_command(args, sweep: str, cell: dict) -> list[str]:
+    name = f"{sweep}-{cell['framework']}-{cell['strategy']}-n{cell['tasks']}-r{cell['repeat']}"
+    command = ["sbatch", "--parsable", f"--job-name={name}", f"--ntasks={cell['tasks']}",
+               f"--output={args.results}/sweeps/{sweep}/%x-%j.out"]  # fmt: skip
+    if args.tasks_per_node:
+        command.append(f"--ntasks-per-node={min(args.tasks_per_node, cell['tasks'])}")
+    if args.gpus_per_task:
+        command.append(f"--gpus-per-task={args.gpus_per_task}")
+    command += args.sbatch
+    command += ["slurm/run_slurm.sh", cell["framework"], args.config]
+    if cell["framework"] == "torch":
+        command += ["--set", f"torch.strategy={cell['strategy']}"]
+    for override in args.set:
+        command += ["--set", override]
+    return command
+
+
+def job_state(job_id: str) -> str:
+    shown = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True)
+    for word in shown.stdout.split():
+        if word.startswith("JobState="):
+            return word.split("=", 1)[1]
+    return "UNKNOWN"  # gone from the controller's memory (MinJobAge passed)
+
+
+def write_manifest(path: Path, manifest: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    partial.replace(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="slurm/sweep.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--frameworks", default="torch,tf")
+    parser.add_argument("--strategies", default="ddp,fsdp2", help="torch strategies")
+    parser.add_argument("--tasks", default="1,2,4,8", help="task (rank) counts")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--tasks-per-node", type=int, default=0)
+    parser.add_argument("--gpus-per-task", type=int, default=0)
+    parser.add_argument("--results", default="results")
+    parser.add_argument("--name", default="", help="sweep name (default: sweep-<time>)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--wait", action="store_true", help="wait for every job to end")
+    parser.add_argument("sbatch", nargs="*", help="extra sbatch options, after --")
+    args = parser.parse_args(argv)
+    if not (REPO_ROOT / args.config).is_file() and not Path(args.config).is_file():
+        parser.error(f"config {args.config} not found")
+    if args.repeats < 1:
+        parser.error("--repeats must be >= 1")
+    args.results = str(Path(args.results).resolve())
+    sweep = args.name or time.strftime("sweep-%Y%m%d-%H%M%S")
+    matrix = cells(args)
+    if args.dry_run:
+        for cell in matrix:
+            print(shlex.join(sbatch_command(args, sweep, cell)))
+        print(f"# {len(matrix)} jobs", file=sys.stderr)
+        return 0
+    manifest_path = Path(args.results) / "sweeps" / f"{sweep}.json"
+    manifest = {"sweep": sweep, "config": args.config, "overrides": args.set, "runs": []}
+    (Path(args.results) / "sweeps" / sweep).mkdir(parents=True, exist_ok=True)
+    for cell in matrix:
+        command = sbatch_command(args, sweep, cell)
+        env = {**os.environ, "SUITE_RESULTS": args.results}  # where run_slurm.sh writes
+        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT, env=env)
+        entry = {**cell, "command": shlex.join(command)}
+        if done.returncode != 0:
+            entry.update(job_id=None, state="SUBMIT_FAILED", error=done.stderr.strip())
+            print(f"{command[3]}: submission failed: {done.stderr.strip()}", file=sys.stderr)
+        else:
+            job_id = done.stdout.strip().split(";")[0]
+            name = command[2].split("=", 1)[1]
+            entry.update(job_id=job_id, state="SUBMITTED", result_dir=f"{name}-{job_id}")
+            print(f"submitted {name} as job {job_id}")
+        manifest["runs"].append(entry)
+        write_manifest(manifest_path, manifest)
+    while args.wait:
+        for entry in manifest["runs"]:
+            if entry["job_id"] and entry["state"] not in ENDED:
+                entry["state"] = job_state(entry["job_id"])
+        write_manifest(manifest_path, manifest)
+        if all(e["state"] in ENDED or not e["job_id"] for e in manifest["runs"]):
+            break
+        time.sleep(1.0)
+    print(f"manifest: {manifest_path}")
+    failed = [e for e in manifest["runs"] if e["state"] not in ("COMPLETED", "SUBMITTED")]
+    unsubmitted = [e for e in manifest["runs"] if not e["job_id"]]
+    return 1 if unsubmitted or (args.wait and failed) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
