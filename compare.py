@@ -1,6 +1,7 @@
 """Line up runs of both frameworks from their metrics files.
 
-    compare RESULTS...      (run folders, metrics.jsonl files, or folders holding run folders)
+    compare RESULTS...   (run folders, metrics.jsonl files, folders of run folders, or sweep
+                         manifests written by slurm/sweep.py)
 
 Every metrics file is validated against the schema in common.metrics; a broken or partial file
 is reported by file and line and the valid runs are still shown. Exit status: 0 when every file
@@ -10,6 +11,7 @@ was valid, 1 when some were not (or none was found).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from pathlib import Path
@@ -17,15 +19,41 @@ from pathlib import Path
 from common.metrics import METRICS_FILENAME, scan
 
 
-def find_metrics_files(paths: list[str]) -> list[Path]:
+def read_manifest(path: Path) -> tuple[list[Path], list[str]]:
+    """The metrics files of a sweep manifest (slurm/sweep.py), and a problem for every run of
+    the sweep that has none (failed before writing, never submitted, still queued)."""
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        runs = manifest["runs"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return [], [f"{path}: not a sweep manifest ({error})"]
+    found, problems = [], []
+    for run in runs:
+        label = f"{run.get('framework')}/{run.get('strategy')} x{run.get('tasks')} " \
+                f"repeat {run.get('repeat')}"  # fmt: skip
+        metrics_file = Path(run.get("result_dir") or "") / METRICS_FILENAME
+        if run.get("result_dir") and metrics_file.is_file():
+            found.append(metrics_file)
+        else:
+            problems.append(f"{path}: sweep run {label} (job {run.get('job_id')}, state "
+                            f"{run.get('state')}) has no {METRICS_FILENAME}")  # fmt: skip
+    return found, problems
+
+
+def find_metrics_files(paths: list[str]) -> tuple[list[Path], list[str]]:
     found: list[Path] = []
+    problems: list[str] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
             found.extend(sorted(path.rglob(METRICS_FILENAME)))
+        elif path.suffix == ".json":
+            files, trouble = read_manifest(path)
+            found.extend(files)
+            problems.extend(trouble)
         else:
             found.append(path)  # a missing file is reported by scan()
-    return found
+    return found, problems
 
 
 def summarize(records: list[dict]) -> dict:
@@ -78,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="compare", description=__doc__.split("\n")[0])
     parser.add_argument("results", nargs="+", help="run folders or metrics.jsonl files")
     args = parser.parse_args(argv)
-    files = find_metrics_files(args.results)
-    rows, problems = [], []
+    files, problems = find_metrics_files(args.results)
+    rows = []
     for path in files:
         result = scan(path)
         problems.extend(result.problems)

@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             job_id = done.stdout.strip().split(";")[0]
             name = command[2].split("=", 1)[1]
-            entry.update(job_id=job_id, state="SUBMITTED", result_dir=f"{name}-{job_id}")
+            result_dir = f"{args.results}/{name}-{job_id}"
+            entry.update(job_id=job_id, state="SUBMITTED", result_dir=result_dir)
             print(f"submitted {name} as job {job_id}")
         manifest["runs"].append(entry)
         write_manifest(manifest_path, manifest)

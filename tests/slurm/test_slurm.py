@@ -1,0 +1,184 @@
+"""The real slurm/run_slurm.sh on a real SLURM cluster that slurm/testcluster.py starts here:
+one node, then two nodes (network namespaces with their own hostnames and addresses)."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import compare
+from common import metrics
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER_DIR = Path("/tmp/suite-slurm-tests")
+QUICK = ["--set", "data.train_limit=2048", "--set", "data.test_limit=1000",
+         "--set", "train.epochs=2", "--set", "dist.timeout_s=60"]  # fmt: skip
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="the test cluster needs root (CI runs as root)"
+)
+
+
+def slurm_env(results: Path) -> dict:
+    return {**os.environ, "SLURM_CONF": str(CLUSTER_DIR / "slurm.conf"),
+            "SUITE_RESULTS": str(results)}  # fmt: skip
+
+
+def scontrol_field(job_id: str, field: str, env: dict) -> str:
+    shown = subprocess.run(["scontrol", "show", "job", job_id], env=env, capture_output=True,
+                           text=True).stdout  # fmt: skip
+    for word in shown.split():
+        if word.startswith(field + "="):
+            return word.split("=", 1)[1]
+    return ""
+
+
+def wait_for(job_id: str, env: dict, timeout_s: float = 300) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        state = scontrol_field(job_id, "JobState", env)
+        if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"):
+            return state
+        time.sleep(0.3)
+    pytest.fail(f"job {job_id} did not end within {timeout_s} s")
+
+
+def submit(options: list[str], args: list[str], env: dict) -> str:
+    command = ["sbatch", "--parsable", *options, "slurm/run_slurm.sh", *args]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().split(";")[0]
+
+
+@pytest.fixture(scope="module", params=[1, 2], ids=["1-node", "2-node"])
+def cluster(request):
+    up = subprocess.run([sys.executable, "slurm/testcluster.py", "up", "--nodes",
+                         str(request.param), "--dir", str(CLUSTER_DIR)],
+                        cwd=REPO, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    yield request.param
+    subprocess.run([sys.executable, "slurm/testcluster.py", "down", "--dir", str(CLUSTER_DIR)],
+                   cwd=REPO, check=True, timeout=120)  # fmt: skip
+
+
+def layout(nodes: int) -> list[str]:
+    """2 tasks: both on the one node, or one on each of two."""
+    return ["--nodes=1", "--ntasks=2"] if nodes == 1 else ["--nodes=2", "--ntasks-per-node=1"]
+
+
+@pytest.mark.parametrize("framework,strategy", [("torch", "ddp"), ("torch", "fsdp2"),
+                                                ("tf", "mwms")])  # fmt: skip
+def test_two_tasks_train_and_compare_reads_them(cluster, framework, strategy, tmp_path):
+    env = slurm_env(tmp_path)
+    extra = ["--set", f"torch.strategy={strategy}"] if framework == "torch" else []
+    job = submit([*layout(cluster), "--job-name=t", f"--output={tmp_path}/%x-%j.out"],
+                 [framework, "configs/mlp_adam.yaml", *QUICK, *extra], env)  # fmt: skip
+    state = wait_for(job, env)
+    log = (tmp_path / f"t-{job}.out").read_text()
+    assert state == "COMPLETED", log
+    records = metrics.read_metrics(tmp_path / f"t-{job}" / "metrics.jsonl")
+    start, end = records[0], records[-1]
+    assert (start["framework"], start["strategy"], start["launcher"]) == (framework, strategy,
+                                                                          "slurm")  # fmt: skip
+    assert start["hosts"] == (["n1", "n1"] if cluster == 1 else ["n1", "n2"])
+    assert [device.split(":")[0] for device in start["devices"]] == start["hosts"]
+    assert end["status"] == "success" and end["epochs_completed"] == 2
+    assert compare.main([str(tmp_path / f"t-{job}")]) == 0
+
+
+def test_torchrun_variant_runs_one_agent_per_node(cluster, tmp_path):
+    env = {**slurm_env(tmp_path), "SUITE_NPROC_PER_NODE": str(2 // cluster)}
+    options = ["--nodes=1", "--ntasks=1"] if cluster == 1 else ["--nodes=2", "--ntasks-per-node=1"]
+    job = submit([*options, "--job-name=tr", f"--output={tmp_path}/%x-%j.out"],
+                 ["torchrun", "configs/mlp_adam.yaml", *QUICK], env)  # fmt: skip
+    assert wait_for(job, env) == "COMPLETED", (tmp_path / f"tr-{job}.out").read_text()
+    start = metrics.read_metrics(tmp_path / f"tr-{job}" / "metrics.jsonl")[0]
+    assert start["launcher"] == "torchrun" and start["world_size"] == 2
+    assert sorted({d.split(":")[0] for d in start["devices"]}) == (["n1"] if cluster == 1
+                                                                   else ["n1", "n2"])  # fmt: skip
+
+
+def test_an_impossible_request_fails_at_once(cluster, tmp_path):
+    command = ["sbatch", "--gpus-per-node=4", "slurm/run_slurm.sh", "torch",
+               "configs/mlp_adam.yaml"]  # fmt: skip
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=REPO, env=slurm_env(tmp_path), capture_output=True,
+                          text=True, timeout=30)  # fmt: skip
+    assert done.returncode != 0 and time.monotonic() - started < 5
+    assert "Requested node configuration is not available" in done.stderr
+
+
+@pytest.mark.parametrize("cluster", [1], indirect=True)  # once is enough
+def test_a_requeued_job_resumes_from_its_checkpoint(cluster, tmp_path):
+    env = slurm_env(tmp_path)
+    settings = ["configs/parity_sgd.yaml", "--set", "data.train_limit=12800", "--set",
+                "train.epochs=3", "--set", "train.log_every_steps=0", "--set",
+                "output.save_model=true", "--set", "torch.strategy=ddp"]  # fmt: skip
+    whole = submit(["--ntasks=2", "--job-name=whole", f"--output={tmp_path}/%x-%j.out"],
+                   ["torch", *settings], env)  # fmt: skip
+    assert wait_for(whole, env) == "COMPLETED"
+    job = submit(["--ntasks=2", "--job-name=rq", f"--output={tmp_path}/%x-%j.out"],
+                 ["torch", *settings], env)  # fmt: skip
+    metrics_file = tmp_path / f"rq-{job}" / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while not (metrics_file.is_file() and '"epoch"' in metrics_file.read_text()):
+        assert time.monotonic() < deadline, "epoch 1 never finished"
+        time.sleep(0.1)
+    # What SLURM does before the time limit (--signal=B:USR1@180), done now.
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job], env=env, check=True)
+    deadline = time.monotonic() + 120
+    while scontrol_field(job, "Restarts", env) != "1":
+        assert time.monotonic() < deadline, "the job was not requeued"
+        time.sleep(0.2)
+    # SLURM holds a requeued job for about two minutes (BeginTime); a cluster would wait.
+    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env, check=True)
+    assert wait_for(job, env) == "COMPLETED"
+    log = (tmp_path / f"rq-{job}.out").read_text()
+    assert "requeueing job" in log and "(restart 1)" in log
+    ends = [r for r in metrics.read_metrics(metrics_file) if r["record"] == "run_end"]
+    assert [e["status"] for e in ends] == ["aborted", "success"]
+    assert "preempted (SIGUSR1)" in ends[0]["error"] and ends[0]["epochs_completed"] < 3
+    a = torch.load(tmp_path / f"whole-{whole}" / "model.pt")
+    b = torch.load(tmp_path / f"rq-{job}" / "model.pt")
+    assert all(torch.equal(a[name], b[name]) for name in a)
+
+
+@pytest.mark.parametrize("cluster", [1], indirect=True)  # once is enough
+def test_a_small_sweep_runs_and_its_manifest_lists_every_run(cluster, tmp_path):
+    command = [sys.executable, "slurm/sweep.py", "--config", "configs/mlp_adam.yaml",
+               "--frameworks", "torch,tf", "--strategies", "ddp", "--tasks", "1,2",
+               "--results", str(tmp_path), "--name", "small", "--wait", *QUICK[:6]]  # fmt: skip
+    done = subprocess.run(command, cwd=REPO, env=slurm_env(tmp_path), capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    manifest = json.loads((tmp_path / "sweeps" / "small.json").read_text())
+    cells = {(r["framework"], r["strategy"], r["tasks"]) for r in manifest["runs"]}
+    assert cells == {("torch", "ddp", 1), ("torch", "ddp", 2), ("tf", "mwms", 1),
+                     ("tf", "mwms", 2)}  # fmt: skip
+    assert all(r["state"] == "COMPLETED" for r in manifest["runs"])
+    assert compare.main([str(tmp_path / "sweeps" / "small.json")]) == 0
+
+
+def test_sweep_dry_run_prints_the_matrix():
+    command = [sys.executable, "slurm/sweep.py", "--config", "configs/mlp_adam.yaml",
+               "--dry-run", "--repeats", "2"]  # fmt: skip
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=True)
+    lines = done.stdout.splitlines()
+    assert len(lines) == (2 + 1) * 4 * 2  # (ddp, fsdp2, tf) x tasks 1,2,4,8 x repeats
+    assert all(line.startswith("sbatch --parsable --job-name=") for line in lines)
+    assert any("--ntasks=8" in line and "slurm/run_slurm.sh tf" in line for line in lines)
+
+
+def test_the_script_outside_a_job_says_how_to_submit_it():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    done = subprocess.run(["bash", "slurm/run_slurm.sh", "torch", "configs/mlp_adam.yaml"],
+                          cwd=REPO, env=env, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2 and "not inside a SLURM job" in done.stderr
+    done = subprocess.run(["bash", "slurm/run_slurm.sh", "jax", "x.yaml"], cwd=REPO, env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2 and "unknown framework 'jax'" in done.stderr
