@@ -26,7 +26,7 @@ endif
 
 export MNIST_DIR
 
-.PHONY: setup data test test-common test-torch test-tf demo lint clean
+.PHONY: setup data test test-common test-torch test-tf test-slurm demo lint clean
 
 setup: $(STAMP)
 
@@ -51,6 +51,9 @@ test-torch: setup data
 
 test-tf: setup data
 	$(PY) -m pytest tests/tf
+
+test-slurm: setup data
+	$(PY) -m pytest tests/slurm
 
 demo: setup data
 	$(PY) -m common.data summary --dir $(MNIST_DIR)
