@@ -55,8 +55,20 @@ test-tf: setup data
 test-slurm: setup data
 	$(PY) -m pytest tests/slurm
 
+# The main job, end to end on this machine: the MLP on real MNIST, 2 epochs, with torch single,
+# DDP and FSDP2 and TensorFlow MWMS on 1 and 2 local processes, then the comparison report.
+DEMO_DIR ?= results/demo
+DEMO_RUN  = --config configs/mlp_adam.yaml --set train.epochs=2 --set output.dir=$(DEMO_DIR)
+LAUNCH2   = $(PY) -m common.launch --nproc 2 --
+
 demo: setup data
-	$(PY) -m common.data summary --dir $(MNIST_DIR)
+	rm -rf $(DEMO_DIR)
+	$(PY) -m torch_impl.train $(DEMO_RUN) --set torch.strategy=single --set output.run_name=torch-single-w1
+	$(LAUNCH2) $(PY) -m torch_impl.train $(DEMO_RUN) --set torch.strategy=ddp --set output.run_name=torch-ddp-w2
+	$(LAUNCH2) $(PY) -m torch_impl.train $(DEMO_RUN) --set torch.strategy=fsdp2 --set output.run_name=torch-fsdp2-w2
+	$(PY) -m tf_impl.train $(DEMO_RUN) --set output.run_name=tf-mwms-w1 2>&1 | grep -v "^[IWE]0000\|absl::\|oneDNN\|cpu_feature_guard\|rebuild TensorFlow"
+	$(LAUNCH2) $(PY) -m tf_impl.train $(DEMO_RUN) --set output.run_name=tf-mwms-w2 2>&1 | grep -v "[IWE]0000\|absl::\|oneDNN\|cpu_feature_guard\|rebuild TensorFlow"
+	$(PY) compare.py $(DEMO_DIR) --out $(DEMO_DIR)/report
 
 lint: setup
 	$(PY) -m ruff check .

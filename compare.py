@@ -1,22 +1,28 @@
 """Line up runs of both frameworks from their metrics files.
 
-    compare RESULTS...   (run folders, metrics.jsonl files, folders of run folders, or sweep
-                         manifests written by slurm/sweep.py)
+    python compare.py RESULTS... [--out DIR] [--format terminal|markdown|csv|json]
+    python compare.py --assert-close A B [--rtol 1e-4] [--steps N]
 
-Every metrics file is validated against the schema in common.metrics; a broken or partial file
-is reported by file and line and the valid runs are still shown. Exit status: 0 when every file
-was valid, 1 when some were not (or none was found).
+RESULTS are run folders, metrics.jsonl files, folders of run folders, or sweep manifests
+(slurm/sweep.py). Every file is validated against common.metrics' schema; a broken or partial
+file is reported by name and line, and the rest are still compared. Runs are grouped when they
+are comparable (model, dataset, precision, epochs, batch); the others are named with the reason.
+--out DIR writes report.html (self-contained), report.md, report.csv, report.json and the plots.
+--assert-close compares two loss curves step by step (epoch by epoch when either run has no step
+records) and names the first point that differs by more than --rtol.
+Exit status: 0 when every input was valid (or the curves agree), 1 otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
+from common import report
 from common.metrics import METRICS_FILENAME, scan
+from common.report import Run
 
 
 def read_manifest(path: Path) -> tuple[list[Path], list[str]]:
@@ -46,7 +52,10 @@ def find_metrics_files(paths: list[str]) -> tuple[list[Path], list[str]]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found.extend(sorted(path.rglob(METRICS_FILENAME)))
+            files = sorted(path.rglob(METRICS_FILENAME))
+            found.extend(files)
+            if not files:
+                problems.append(f"{path}: no {METRICS_FILENAME} in this folder")
         elif path.suffix == ".json":
             files, trouble = read_manifest(path)
             found.extend(files)
@@ -56,71 +65,122 @@ def find_metrics_files(paths: list[str]) -> tuple[list[Path], list[str]]:
     return found, problems
 
 
-def summarize(records: list[dict]) -> dict:
-    """One row per run: what ran, how fast (first epoch excluded when there are more), result."""
-    start = records[0]
-    # a resumed run appends: the last record of each epoch and the last run_end count
-    by_number = {record["epoch"]: record for record in records if record["record"] == "epoch"}
-    epochs = [by_number[number] for number in sorted(by_number)]
-    ends = [record for record in records if record["record"] == "run_end"]
-    end = ends[-1] if ends else None
-    timed = epochs[1:] if len(epochs) > 1 else epochs
-    return {
-        "framework": start["framework"],
-        "strategy": start["strategy"],
-        "world": start["world_size"],
-        "model": start["model"],
-        "batch": start["global_batch_size"],
-        "epochs": len(epochs),
-        "epoch_s": statistics.median(e["train_time_s"] for e in timed) if timed else None,
-        "samples_s": statistics.median(e["samples_per_s"] for e in timed) if timed else None,
-        "accuracy": epochs[-1]["val_accuracy"] if epochs else None,
-        "status": end["status"] if end else "unfinished",
-    }
-
-
-def _cell(value: object, digits: int = 2) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
-
-
-def format_table(rows: list[dict]) -> str:
-    header = ["framework", "strategy", "world", "model", "batch", "epochs", "epoch_s",
-              "samples_s", "accuracy", "status"]  # fmt: skip
-    cells = [header] + [
-        [
-            _cell(row[key], 4 if key == "accuracy" else 1 if key == "samples_s" else 2)
-            for key in header
-        ]  # fmt: skip
-        for row in rows
-    ]
-    widths = [max(len(line[column]) for line in cells) for column in range(len(header))]
-    return "\n".join(
-        "  ".join(text.rjust(width) for text, width in zip(line, widths, strict=True))
-        for line in cells
-    )
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="compare", description=__doc__.split("\n")[0])
-    parser.add_argument("results", nargs="+", help="run folders or metrics.jsonl files")
-    args = parser.parse_args(argv)
-    files, problems = find_metrics_files(args.results)
-    rows = []
+def load_runs(paths: list[str]) -> tuple[list[Run], list[str]]:
+    files, problems = find_metrics_files(paths)
+    runs = []
     for path in files:
         result = scan(path)
         problems.extend(result.problems)
         if result.records and result.records[0]["record"] == "run_start":
-            rows.append(summarize(result.records))
-    if not files:
-        problems.append(f"no {METRICS_FILENAME} found under {', '.join(args.results)}")
-    if rows:
-        print(format_table(rows))
-        print("epoch_s and samples_s are medians over epochs 2.. (epoch 1 only when it is alone)")
+            runs.append(Run(str(path), result.records))
+    return runs, problems
+
+
+def summarize(records: list[dict]) -> dict:
+    """One run's numbers and status (what the tests and the sweep read)."""
+    run = Run("", records)
+    return {**run.summary(), "epochs": len(run.epochs), "framework": run.start["framework"],
+            "strategy": run.start["strategy"], "world": run.start["world_size"]}  # fmt: skip
+
+
+def curve(run: Run, by: str) -> list[tuple[int, float]]:
+    if by == "step":
+        return [(s["step"], s["loss"]) for s in run.steps]
+    return [(e["epoch"], e["train_loss"]) for e in run.epochs]
+
+
+def assert_close(a: str, b: str, rtol: float, steps: int) -> int:
+    runs, problems = load_runs([a, b])
+    if problems or len(runs) != 2:
+        for problem in problems or [f"expected one run in each of {a} and {b}"]:
+            print(f"problem: {problem}", file=sys.stderr)
+        return 1
+    first, second = runs
+    by = "step" if first.steps and second.steps else "epoch"
+    left, right = curve(first, by), curve(second, by)
+    count = min(len(left), len(right), steps or len(left))
+    if count == 0 or (steps and count < steps):
+        print(f"not enough {by}s to compare: {len(left)} and {len(right)}", file=sys.stderr)
+        return 1
+    worst = 0.0
+    for (number, x), (other, y) in zip(left[:count], right[:count], strict=True):
+        if number != other:
+            print(f"{by} numbers differ: {number} vs {other}", file=sys.stderr)
+            return 1
+        relative = abs(x - y) / max(abs(y), 1e-12)
+        worst = max(worst, relative)
+        if not relative <= rtol:  # NaN fails too
+            print(f"diverged at {by} {number}: {x!r} vs {y!r} (relative {relative:.3e} > "
+                  f"rtol {rtol:g})", file=sys.stderr)  # fmt: skip
+            return 1
+    print(f"{count} {by}s agree: max relative difference {worst:.3e} <= rtol {rtol:g} "
+          f"({first.label} vs {second.label})")  # fmt: skip
+    return 0
+
+
+def write_outputs(out: Path, groups, runs_by_group, notes, problems) -> Path:
+    from common import plots
+
+    out.mkdir(parents=True, exist_ok=True)
+    rendered = []
+    for index, ((key, _), rows) in enumerate(zip(groups, runs_by_group, strict=True)):
+        members = groups[index][1]
+        folder = out / ("plots" if index == 0 else f"plots-group{index + 1}")
+        rendered.append((key, rows, plots.write_plots(rows, members, folder)))
+    plots.write_html(rendered, notes, problems, out / "report.html")
+    plots.write_markdown(rendered, notes, problems, out / "report.md")
+    all_rows = [{**key, **row} for key, rows, _ in rendered for row in rows]
+    (out / "report.csv").write_text(report.csv_table(all_rows), encoding="utf-8")
+    document = {"groups": [{"key": key, "rows": rows} for key, rows, _ in rendered],
+                "not_side_by_side": notes, "problems": problems}  # fmt: skip
+    (out / "report.json").write_text(json.dumps(document, indent=2), encoding="utf-8")
+    return out / "report.html"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="compare", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("results", nargs="*", help="run folders, metrics files, manifests")
+    parser.add_argument("--out", type=Path, help="write the report files and plots here")
+    parser.add_argument("--format", default="terminal",
+                        choices=["terminal", "markdown", "csv", "json"])  # fmt: skip
+    parser.add_argument("--assert-close", nargs=2, metavar=("A", "B"))
+    parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--steps", type=int, default=0, help="compare only the first N points")
+    args = parser.parse_args(argv)
+    if args.assert_close:
+        return assert_close(*args.assert_close, args.rtol, args.steps)
+    if not args.results:
+        parser.error("give result folders, metrics files or sweep manifests to compare")
+    runs, problems = load_runs(args.results)
+    groups, notes = report.group_runs(runs)
+    runs_by_group = [report.rows_for(members) for _, members in groups]
+    for (key, _), rows in zip(groups, runs_by_group, strict=True):
+        title = ", ".join(f"{name} {value}" for name, value in key.items())
+        if args.format == "terminal":
+            print(f"== {title}\n{report.terminal_table(rows)}")
+            print("\n".join(f"  * {note}" for note in report.footnotes(rows)))
+        elif args.format == "markdown":
+            print(f"## {title}\n\n{report.markdown_table(rows)}\n")
+        elif args.format == "csv":
+            print(report.csv_table([{**key, **row} for row in rows]), end="")
+        else:
+            print(json.dumps({"key": key, "rows": rows}))
+    for note in notes:
+        print(f"not side by side: {note}", file=sys.stderr)
+    if args.out and runs:
+        try:
+            html_path = write_outputs(args.out, groups, runs_by_group, notes, problems)
+        except RuntimeError as error:  # matplotlib missing
+            problems.append(str(error))
+        else:
+            print(f"report: {html_path}")
     for problem in problems:
         print(f"problem: {problem}", file=sys.stderr)
-    return 1 if problems or not rows else 0
+    if not runs:
+        print(f"problem: no valid run found in {', '.join(args.results)}", file=sys.stderr)
+    return 1 if problems or not runs else 0
 
 
 if __name__ == "__main__":

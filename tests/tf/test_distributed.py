@@ -6,10 +6,12 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import compare
 from common import metrics
 from common.launch import rank_environments
 from tests.launching import SMALL, runner, train_command
@@ -168,3 +170,13 @@ def test_the_tf_side_imports_no_torch():
              "print([m for m in ('torch',) if m in sys.modules])")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("run", ["torch-single", "torch-ddp", "tf-w1", "tf-w2"])
+def test_loss_curve_matches_the_golden_curve(parity_runs, run, capsys):
+    """tests/golden/parity_sgd_mlp_3200.jsonl: the parity preset on 3,200 samples, written by a
+    torch single run. Every framework and world size must follow it (compare --assert-close)."""
+    golden = str(Path(__file__).parents[1] / "golden" / "parity_sgd_mlp_3200.jsonl")
+    code = compare.main(["--assert-close", str(parity_runs[run]), golden, "--rtol", "1e-4",
+                         "--steps", "50"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err

@@ -1,0 +1,221 @@
+"""What compare.py computes from validated metrics records: one summary per run, groups of runs
+that may be put side by side, one row per framework x strategy x world size, and the tables.
+
+No plotting and no framework here; `common.plots` draws from the same rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+
+# Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (then 1.96).
+T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+       2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+       2.060, 2.056, 2.052, 2.048, 2.045, 2.042]  # fmt: skip
+GROUP_FIELDS = ("model", "dataset", "train samples", "precision", "optimizer", "epochs", "batch")
+MIB = 1024 * 1024
+
+
+@dataclass
+class Run:
+    path: str
+    records: list[dict]
+    start: dict = field(init=False)
+    epochs: list[dict] = field(init=False)
+    steps: list[dict] = field(init=False)
+    end: dict | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.start = self.records[0]
+        # A resumed run appends: the last record of each epoch/step and the last run_end count.
+        by_epoch = {r["epoch"]: r for r in self.records if r["record"] == "epoch"}
+        by_step = {r["step"]: r for r in self.records if r["record"] == "step"}
+        self.epochs = [by_epoch[number] for number in sorted(by_epoch)]
+        self.steps = [by_step[number] for number in sorted(by_step)]
+        ends = [r for r in self.records if r["record"] == "run_end"]
+        self.end = ends[-1] if ends else None
+
+    @property
+    def label(self) -> str:
+        return f"{self.start['framework']} {self.start['strategy']} x{self.start['world_size']}"
+
+    def group_key(self) -> dict:
+        cfg = self.start["config"]
+        batch = cfg["train"]["batch_size"]
+        mode = cfg["train"]["batch_mode"]
+        return {
+            "model": self.start["model"],
+            "dataset": self.start["dataset"],
+            "train samples": cfg["data"]["train_limit"] or "all",
+            "precision": self.start["precision"],
+            "optimizer": cfg["optim"]["name"],
+            "epochs": cfg["train"]["epochs"],
+            "batch": f"{batch} per rank" if mode == "per_rank" else f"{batch} global",
+        }
+
+    def summary(self) -> dict:
+        """Numbers of this run. Times exclude epoch 1 (warm-up, tracing) when there are more."""
+        timed = self.epochs[1:] if len(self.epochs) > 1 else self.epochs
+        last = self.epochs[-1] if self.epochs else None
+        memory = last["memory"] if last else []
+        return {
+            "epoch_s": statistics.median(e["train_time_s"] for e in timed) if timed else None,
+            "samples_s": statistics.median(e["samples_per_s"] for e in timed) if timed else None,
+            "first_epoch_only": len(self.epochs) == 1,
+            "peak_mib": max(m["peak_bytes"] for m in memory) / MIB if memory else None,
+            "peak_counts": memory[0]["peak_counts"] if memory else "",
+            "state_mib": max(m["param_bytes"] + m["grad_bytes"] + m["optim_bytes"] for m in memory)
+            / MIB
+            if memory
+            else None,  # fmt: skip
+            "final_acc": last["val_accuracy"] if last else None,
+            "best_acc": max(e["val_accuracy"] for e in self.epochs) if self.epochs else None,
+            "target_s": self.end["time_to_target_s"] if self.end else None,
+            "status": self.end["status"] if self.end else "unfinished",
+        }
+
+
+def group_runs(runs: list[Run]) -> tuple[list[tuple[dict, list[Run]]], list[str]]:
+    """Runs that are comparable (same GROUP_FIELDS), largest group first, and one line per extra
+    group saying how it differs from the first."""
+    groups: dict[str, tuple[dict, list[Run]]] = {}
+    for run in runs:
+        key = run.group_key()
+        groups.setdefault(json.dumps(key, sort_keys=True), (key, []))[1].append(run)
+    ordered = sorted(groups.values(), key=lambda group: -len(group[1]))
+    notes = []
+    for key, members in ordered[1:]:
+        first = ordered[0][0]
+        differs = ", ".join(f"{name} {key[name]} vs {first[name]}" for name in GROUP_FIELDS
+                            if key[name] != first[name])  # fmt: skip
+        notes.append(f"{len(members)} run(s) ({', '.join(r.label for r in members)}) are not "
+                     f"put beside the first group: {differs}")  # fmt: skip
+    return ordered, notes
+
+
+def interval(values: list[float]) -> tuple[float | None, float | None, float | None, int]:
+    """(median, low, high, n used) with a 95% t-interval of the mean; from 5 values on the
+    fastest and slowest are dropped first (as MLPerf does). One value: no interval."""
+    values = sorted(v for v in values if v is not None)
+    if len(values) >= 5:
+        values = values[1:-1]
+    if not values:
+        return None, None, None, 0
+    middle = statistics.median(values)
+    if len(values) < 2:
+        return middle, None, None, len(values)
+    mean, spread = statistics.mean(values), statistics.stdev(values) / math.sqrt(len(values))
+    t = T95[len(values) - 2] if len(values) - 1 <= len(T95) else 1.96
+    # Throughputs and times are positive: a wide interval is cut at 0, not shown below it.
+    return middle, max(0.0, mean - t * spread), mean + t * spread, len(values)
+
+
+def rows_for(runs: list[Run]) -> list[dict]:
+    """One row per framework x strategy x world size; repeats are folded into medians."""
+    cells: dict[tuple, list[Run]] = {}
+    for run in runs:
+        start = run.start
+        cell = (start["framework"], start["strategy"], start["world_size"])
+        cells.setdefault(cell, []).append(run)
+    rows = []
+    for (framework, strategy, world), members in sorted(cells.items()):
+        summaries = [run.summary() for run in members]
+        row = {"framework": framework, "strategy": strategy, "world": world,
+               "runs": len(members)}  # fmt: skip
+        for name in ("epoch_s", "samples_s"):
+            middle, low, high, used = interval([s[name] for s in summaries])
+            row.update({name: middle, f"{name}_low": low, f"{name}_high": high})
+        for name in ("peak_mib", "state_mib", "final_acc", "best_acc", "target_s"):
+            values = [s[name] for s in summaries if s[name] is not None]
+            row[name] = statistics.median(values) if values else None
+        row["peak_counts"] = summaries[0]["peak_counts"]
+        row["first_epoch_only"] = any(s["first_epoch_only"] for s in summaries)
+        row["status"] = ",".join(sorted({s["status"] for s in summaries}))
+        rows.append(row)
+    add_efficiency(rows)
+    return rows
+
+
+def add_efficiency(rows: list[dict]) -> None:
+    """Scaling efficiency S_N / (N * S_1) against the same framework's 1-worker row (the same
+    strategy if it ran on one worker, else that framework's other 1-worker run). With a global
+    batch this is strong scaling; with a per-rank batch, weak scaling."""
+    for row in rows:
+        ones = [r for r in rows if r["framework"] == row["framework"] and r["world"] == 1]
+        same = [r for r in ones if r["strategy"] == row["strategy"]]
+        base = (same or ones or [None])[0]
+        ok = base and base["samples_s"] and row["samples_s"]
+        row["efficiency"] = row["samples_s"] / (row["world"] * base["samples_s"]) if ok else None
+        row["baseline"] = f"{base['strategy']} x1" if ok else ""
+
+
+COLUMNS = [  # key, header, digits
+    ("framework", "framework", 0), ("strategy", "strategy", 0), ("world", "workers", 0),
+    ("runs", "runs", 0), ("epoch_s", "epoch s", 3), ("samples_s", "samples/s", 0),
+    ("efficiency", "scaling eff", 2), ("peak_mib", "peak MiB/rank", 0),
+    ("state_mib", "state MiB/rank", 1), ("final_acc", "final acc", 4),
+    ("best_acc", "best acc", 4), ("target_s", "to target s", 1), ("status", "status", 0),
+]  # fmt: skip
+
+
+def _text(row: dict, key: str, digits: int) -> str:
+    value = row.get(key)
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        text = f"{value:,.{digits}f}"
+        if row.get(f"{key}_low") is not None:
+            text += f" [{row[f'{key}_low']:,.{digits}f}, {row[f'{key}_high']:,.{digits}f}]"
+        return text
+    return str(value)
+
+
+def table_lines(rows: list[dict]) -> list[list[str]]:
+    return [[header for _, header, _ in COLUMNS]] + [
+        [_text(row, key, digits) for key, _, digits in COLUMNS] for row in rows
+    ]
+
+
+def terminal_table(rows: list[dict]) -> str:
+    lines = table_lines(rows)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(COLUMNS))]
+    return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True))
+                     for line in lines)  # fmt: skip
+
+
+def markdown_table(rows: list[dict]) -> str:
+    lines = table_lines(rows)
+    out = ["| " + " | ".join(lines[0]) + " |", "|" + "---|" * len(COLUMNS)]
+    out += ["| " + " | ".join(line) + " |" for line in lines[1:]]
+    return "\n".join(out)
+
+
+def csv_table(rows: list[dict]) -> str:
+    buffer = io.StringIO()
+    keys = list(rows[0]) if rows else []
+    writer = csv.DictWriter(buffer, fieldnames=keys)
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def footnotes(rows: list[dict]) -> list[str]:
+    notes = ["epoch s and samples/s: medians over epochs 2.. of each run (epoch 1 holds warm-up "
+             "and tracing), then the median over repeats; [low, high] = 95% t-interval of the "
+             "mean over repeats (fastest and slowest dropped from 5 repeats on)",
+             "scaling eff = samples/s / (workers x samples/s of the same framework's 1-worker "
+             "run): strong scaling with a global batch, weak scaling with a per-rank batch",
+             "state MiB/rank = parameters + gradients + optimizer state held by one rank "
+             "(exact bytes); to target s = run time when val accuracy first reached "
+             "train.target_accuracy"]  # fmt: skip
+    counts = sorted({row["peak_counts"] for row in rows if row["peak_counts"]})
+    if counts:
+        notes.append("peak MiB/rank = the largest rank's " + "; ".join(counts))
+    if any(row["first_epoch_only"] for row in rows):
+        notes.append("runs of one epoch: their times include warm-up and tracing")
+    return notes

@@ -1,0 +1,104 @@
+"""compare.py on real result folders of both frameworks, plus broken and incomparable ones."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import compare
+from tests.launching import runner
+
+QUICK = ["data.train_limit=1280", "data.test_limit=500", "train.epochs=2", "model.dropout=false",
+         "train.eval_batch_size=500", "train.log_every_steps=5"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """Short real runs: torch single/ddp and tf on 1 and 2 processes, and one with another
+    batch (not comparable with the rest)."""
+    root = tmp_path_factory.mktemp("results")
+    for name, module, nproc, extra in (
+        ("torch-single", "torch_impl.train", 0, ["torch.strategy=single"]),
+        ("torch-ddp", "torch_impl.train", 2, ["torch.strategy=ddp"]),
+        ("tf-w1", "tf_impl.train", 0, []),
+        ("tf-w2", "tf_impl.train", 2, []),
+        ("torch-batch128", "torch_impl.train", 2, ["train.batch_size=128"]),
+    ):
+        runner(module, root)(name, nproc, *QUICK, *extra, small=False)
+    return root
+
+
+def test_tables_line_up_both_frameworks_and_set_incomparable_runs_apart(results, capsys):
+    assert compare.main([str(results), "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    first, second = [json.loads(line) for line in out.splitlines()]
+    cells = [(r["framework"], r["strategy"], r["world"]) for r in first["rows"]]
+    assert cells == [("tf", "mwms", 1), ("tf", "mwms", 2), ("torch", "ddp", 2),
+                     ("torch", "single", 1)]  # fmt: skip
+    assert first["key"]["batch"] == "64 global" and second["key"]["batch"] == "128 global"
+    assert "torch ddp x2) are not put beside the first group: batch 128 global vs 64 global" in err
+    for row in first["rows"]:
+        assert row["samples_s"] > 0 and 0 < row["efficiency"] and row["final_acc"] > 0.5
+        assert row["peak_counts"] == "process peak RSS" and row["status"] == "success"
+    ones = {r["framework"]: r for r in first["rows"] if r["world"] == 1}
+    assert ones["tf"]["efficiency"] == ones["torch"]["efficiency"] == 1.0
+
+
+def test_the_report_files_and_plots_are_written(results, tmp_path, capsys):
+    out = tmp_path / "report"
+    assert compare.main([str(results), "--out", str(out)]) == 0
+    assert f"report: {out / 'report.html'}" in capsys.readouterr().out
+    for name in ("report.html", "report.md", "report.csv", "report.json"):
+        assert (out / name).stat().st_size > 200, name
+    for picture in ("epoch_time", "throughput_scaling", "val_curves", "memory", "step_loss"):
+        assert (out / "plots" / f"{picture}.png").read_bytes()[:4] == b"\x89PNG", picture
+    assert (out / "plots-group2" / "memory.png").is_file()  # the batch-128 group
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 10 and "Not side by side" in html
+    assert "tf,mwms,2" in (out / "report.csv").read_text().replace('"', "")
+
+
+@pytest.mark.parametrize("fmt", ["terminal", "markdown", "csv"])
+def test_every_table_format_names_the_columns(results, fmt, capsys):
+    assert compare.main([str(results / "tf-w2"), str(results / "torch-ddp"), "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    assert "samples" in out and "tf" in out and "torch" in out
+
+
+def test_broken_files_are_named_and_the_rest_still_compared(results, tmp_path, capsys):
+    good = results / "tf-w2" / "metrics.jsonl"
+    lines = good.read_text().splitlines()
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / "metrics.jsonl").write_text("\n".join(lines)[:-25])
+    wrong = json.loads(lines[0]) | {"schema_version": 99}
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "metrics.jsonl").write_text("\n".join([json.dumps(wrong), *lines[1:]]))
+    (tmp_path / "empty").mkdir()
+    code = compare.main([str(results / "torch-ddp"), str(tmp_path / "cut"), str(tmp_path / "old"),
+                         str(tmp_path / "empty"), str(tmp_path / "missing.jsonl")])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert f"{tmp_path / 'cut' / 'metrics.jsonl'}:{len(lines)}: truncated last line" in err
+    assert f"{tmp_path / 'old' / 'metrics.jsonl'}:1" in err and "schema_version" in err
+    assert f"{tmp_path / 'empty'}: no metrics.jsonl" in err
+    assert "missing.jsonl: file is missing" in err
+    assert "torch" in out and "unfinished" in out  # the valid run and the cut one are tabled
+
+
+def test_assert_close_names_the_first_divergent_step(results, tmp_path):
+    command = [sys.executable, "compare.py", "--assert-close", str(results / "torch-single"),
+               str(results / "tf-w2"), "--rtol", "1e-4"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0 and "8 steps agree" in done.stdout  # Adam, both frameworks
+    # A curve with one step changed by 1%: named.
+    lines = (results / "torch-single" / "metrics.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    steps = [r for r in records if r["record"] == "step"]
+    steps[3]["loss"] *= 1.01
+    (tmp_path / "bent").mkdir()
+    (tmp_path / "bent" / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in records))
+    command[3:5] = [str(results / "torch-single"), str(tmp_path / "bent")]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert f"diverged at step {steps[3]['step']}" in done.stderr
