@@ -116,6 +116,15 @@ def make_network(nodes: list[str]) -> None:
         sh("ip", "-n", namespace, "link", "set", "lo", "up")
 
 
+def remove_network() -> None:
+    """Delete this script's namespaces (suite-n*) and bridge, if there are any."""
+    listed = sh("ip", "netns", "list", check=False).stdout.split()
+    for name in listed:
+        if name.startswith("suite-n"):
+            sh("ip", "netns", "del", name, check=False)
+    sh("ip", "link", "del", BRIDGE, check=False)
+
+
 def wait_until(condition, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -145,6 +154,7 @@ def up(root: Path, count: int) -> dict:
         shutil.chown("/run/munge", "munge", "munge")
         sh("runuser", "-u", "munge", "--", "munged")
         started["pids"]["munged"] = int(sh("pgrep", "-x", "munged").stdout.split()[0])
+    remove_network()  # what a killed earlier run may have left (names are this script's own)
     make_network(nodes)
     set_hosts(nodes)
     sh("slurmctld", "-f", str(config))
@@ -186,9 +196,7 @@ def down(root: Path) -> None:
                 time.sleep(0.1)
             if Path(f"/proc/{pid}").exists():
                 os.kill(pid, signal.SIGKILL)
-    for node in started["nodes"]:
-        sh("ip", "netns", "del", f"suite-{node}", check=False)
-    sh("ip", "link", "del", BRIDGE, check=False)
+    remove_network()
     set_hosts([])
     record.unlink()
     shutil.rmtree(root / "state", ignore_errors=True)
