@@ -72,6 +72,25 @@ class ClusterSpec:
         return json.dumps(self.tf_config())
 
 
+class RankView:
+    """rank / world_size / is_chief of an object holding a `spec: ClusterSpec`; both frameworks'
+    DistInfo read them this way."""
+
+    spec: ClusterSpec
+
+    @property
+    def rank(self) -> int:
+        return self.spec.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.spec.world_size
+
+    @property
+    def is_chief(self) -> bool:
+        return self.spec.is_chief
+
+
 def _int(env: Mapping[str, str], name: str) -> int:
     value = env.get(name)
     if value is None:

@@ -63,6 +63,22 @@ def resolve_dir(configured: str | None = None) -> Path:
     return Path(configured or os.environ.get("MNIST_DIR") or DEFAULT_DIR)
 
 
+def load_limited(data_cfg) -> Mnist:
+    """MNIST from `data_cfg.dir`, cut to data.train_limit / data.test_limit samples (0 = all):
+    what both frameworks train and evaluate on."""
+    mnist = load_mnist(resolve_dir(data_cfg.dir))
+
+    def cut(array: np.ndarray, limit: int) -> np.ndarray:
+        return array[:limit] if limit else array
+
+    return Mnist(
+        train_images=cut(mnist.train_images, data_cfg.train_limit),
+        train_labels=cut(mnist.train_labels, data_cfg.train_limit),
+        test_images=cut(mnist.test_images, data_cfg.test_limit),
+        test_labels=cut(mnist.test_labels, data_cfg.test_limit),
+    )
+
+
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:

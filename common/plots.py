@@ -63,29 +63,37 @@ def plot_epoch_time(rows: list[dict], path: Path, plt) -> None:
     axis.set_yscale("log")
     axis.set_ylabel("time per epoch (s, log; epoch 1 excluded)")
     axis.set_title("Time per epoch vs workers (dotted: ideal linear scaling)")
-    axis.legend(fontsize=8)
+    _save(figure, path, plt)
+
+
+def _worker_panels(rows: list[dict], path: Path, plt, panels: list[tuple]) -> list:
+    """One panel per (row key, factor, y label, title), each series against workers."""
+    figure, axes = plt.subplots(1, len(panels), figsize=(11, 4.5))
+    for axis, (key, factor, ylabel, title) in zip(axes, panels, strict=True):
+        for name, (workers, values) in _series(rows, key).items():
+            axis.plot(workers, [factor * value for value in values], "o-", label=name)
+        _worker_axis(axis, rows)
+        axis.set_ylabel(ylabel)
+        axis.set_title(title, fontsize=10)
+    return [figure, *axes]
+
+
+def _save(figure, path: Path, plt) -> None:
+    for axis in figure.axes:
+        axis.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
 
 
 def plot_throughput(rows: list[dict], path: Path, plt) -> None:
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
-    for name, (workers, speeds) in _series(rows, "samples_s").items():
-        left.plot(workers, speeds, "o-", label=name)
-    for name, (workers, efficiency) in _series(rows, "efficiency").items():
-        right.plot(workers, [100 * e for e in efficiency], "o-", label=name)
-    right.axhline(100, color="grey", linestyle=":", label="ideal (100%)")
-    for axis in (left, right):
-        _worker_axis(axis, rows)
-        axis.legend(fontsize=8)
-    left.set_ylabel("training throughput (samples/s)")
-    left.set_title("Throughput vs workers")
-    right.set_ylabel("scaling efficiency (% of linear)")
-    right.set_title("Scaling efficiency vs workers (vs 1 worker)")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    figure, _, efficiency = _worker_panels(rows, path, plt, [
+        ("samples_s", 1, "training throughput (samples/s)", "Throughput vs workers"),
+        ("efficiency", 100, "scaling efficiency (% of linear)",
+         "Scaling efficiency vs workers (vs 1 worker)"),
+    ])  # fmt: skip
+    efficiency.axhline(100, color="grey", linestyle=":", label="ideal (100%)")
+    _save(figure, path, plt)
 
 
 def plot_curves(runs: list[Run], path: Path, plt) -> None:
@@ -97,34 +105,22 @@ def plot_curves(runs: list[Run], path: Path, plt) -> None:
     for axis in (left, right):
         axis.set_xlabel("epoch")
         axis.grid(True, alpha=0.3)
-        axis.legend(fontsize=8)
         axis.xaxis.get_major_locator().set_params(integer=True)
     left.set_ylabel("validation loss (cross-entropy)")
     left.set_title("Validation loss per epoch")
     right.set_ylabel("validation accuracy (%)")
     right.set_title("Validation accuracy per epoch")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    _save(figure, path, plt)
 
 
 def plot_memory(rows: list[dict], path: Path, plt) -> None:
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
-    for name, (workers, peak) in _series(rows, "peak_mib").items():
-        left.plot(workers, peak, "o-", label=name)
-    for name, (workers, state) in _series(rows, "state_mib").items():
-        right.plot(workers, state, "o-", label=name)
-    for axis in (left, right):
-        _worker_axis(axis, rows)
-        axis.legend(fontsize=8)
     counts = "; ".join(sorted({r["peak_counts"] for r in rows if r["peak_counts"]}))
-    left.set_ylabel("peak memory per rank (MiB)")
-    left.set_title(f"Peak memory per rank ({counts})", fontsize=9)
-    right.set_ylabel("params + grads + optimizer state per rank (MiB)")
-    right.set_title("Training state held per rank (FSDP shards it)")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    figure, *_ = _worker_panels(rows, path, plt, [
+        ("peak_mib", 1, "peak memory per rank (MiB)", f"Peak memory per rank ({counts})"),
+        ("state_mib", 1, "params + grads + optimizer state per rank (MiB)",
+         "Training state held per rank (FSDP shards it)"),
+    ])  # fmt: skip
+    _save(figure, path, plt)
 
 
 def plot_steps(runs: list[Run], path: Path, plt) -> bool:
@@ -138,10 +134,7 @@ def plot_steps(runs: list[Run], path: Path, plt) -> bool:
     axis.set_ylabel("training loss (global batch mean)")
     axis.set_title("Training loss per step")
     axis.grid(True, alpha=0.3)
-    axis.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    _save(figure, path, plt)
     return True
 
 

@@ -11,7 +11,9 @@ import platform
 import signal
 import socket
 import subprocess
+import sys
 import time
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +21,7 @@ import numpy as np
 from common.cluster import ClusterSpec
 from common.config import Config
 from common.config_io import add_config_arguments, config_hash, save_config, to_dict
-from common.metrics import SCHEMA_VERSION, percentiles, time_to_target
+from common.metrics import SCHEMA_VERSION, console_line, percentiles, time_to_target
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -225,3 +227,35 @@ def epoch_record(
         "step_time_p50_s": p50, "step_time_p90_s": p90,
         "elapsed_s": elapsed_s, "memory": memory,
     }  # fmt: skip
+
+
+def execute(cfg: Config, args, start, train, describe_failure) -> tuple[str, int]:
+    """Run one training program's body the same way on both sides: signal handlers, then
+    `start() -> (run_dir, writer or None)` and `train(run_dir, state)`; every way out
+    (success, --stop-after-epoch, preemption, a signal, a failure described by
+    `describe_failure(exception)`) ends with a run_end record from the chief.
+    Returns (status, exit code); the caller decides how to leave its process."""
+    install_signal_handlers()
+    state: dict = {"epochs": []}
+    status, error, code = "success", None, 0
+    started = time.perf_counter()
+    try:
+        run_dir, state["writer"] = start()
+        train(run_dir, state)
+    except Preempted as stop:
+        status, error, code = "aborted", str(stop), PREEMPTED_EXIT
+    except Aborted as stop:
+        status, error, code = "aborted", str(stop), 0 if args.stop_after_epoch else 143
+    except Exception as failure:  # a dead or hung peer surfaces here as a collective error
+        status, code = "failed", 1
+        error = describe_failure(failure)
+        print(f"error: {error}", file=sys.stderr)
+        traceback.print_exc()
+    writer = state.get("writer")
+    if writer:
+        end = run_end_record(cfg, status, state["epochs"], time.perf_counter() - started, error)
+        print(console_line(writer.write(end)), flush=True)
+        writer.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return status, code

@@ -110,3 +110,15 @@ class EvalPlan:
         real = positions < self.num_samples
         indices = np.where(real, positions, 0)
         return indices, real.astype(np.float32)
+
+
+def plans_for(cfg, num_train: int, num_test: int, world_size: int, rank: int):
+    """(TrainPlan, EvalPlan) of one rank for a config (`common.config.Config`)."""
+    train = TrainPlan(
+        num_samples=num_train,
+        global_batch=cfg.train.global_batch_size(world_size),
+        world_size=world_size,
+        rank=rank,
+        seed=cfg.train.seed,
+    )
+    return train, EvalPlan(num_test, cfg.train.eval_batch_size, world_size, rank)

@@ -38,3 +38,30 @@ def runner(module: str, root: Path):
         return done, Path(root) / name
 
     return run
+
+
+def kill_second_rank_mid_training(module: str, settings: list[str], metrics_file: Path):
+    """Start 2 ranks of `module` bare (the launcher would stop the survivor itself), wait for
+    20 step records, SIGKILL rank 1; return (rank 0's output, its exit code, seconds it took
+    to exit after the kill)."""
+    import os
+    import signal
+    import time
+
+    from common.launch import rank_environments
+
+    command = train_command(module, 0, settings, [])
+    environments = rank_environments(2, dict(os.environ))
+    ranks = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) for env in environments]  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait until training is under way
+        if metrics_file.is_file() and metrics_file.read_text().count('"step"') >= 20:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail("training never started: " + ranks[0].communicate(timeout=5)[0])
+    ranks[1].send_signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    output, _ = ranks[0].communicate(timeout=90)
+    return output, ranks[0].returncode, time.monotonic() - killed_at

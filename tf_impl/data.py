@@ -19,12 +19,8 @@ import tensorflow as tf
 
 from common import data as common_data
 from common.config import Config
-from common.shard import EvalPlan, TrainPlan
+from common.shard import plans_for
 from tf_impl.dist import DistInfo
-
-
-def _limit(array: np.ndarray, limit: int) -> np.ndarray:
-    return array[:limit] if limit else array
 
 
 def _nhwc(images: np.ndarray) -> np.ndarray:
@@ -33,23 +29,14 @@ def _nhwc(images: np.ndarray) -> np.ndarray:
 
 class TfData:
     def __init__(self, cfg: Config, info: DistInfo):
-        mnist = common_data.load_mnist(common_data.resolve_dir(cfg.data.dir))
-        train_images = _limit(mnist.train_images, cfg.data.train_limit)
-        train_labels = _limit(mnist.train_labels, cfg.data.train_limit).astype(np.int64)
-        test_images = _limit(mnist.test_images, cfg.data.test_limit)
-        test_labels = _limit(mnist.test_labels, cfg.data.test_limit).astype(np.int64)
+        mnist = common_data.load_limited(cfg.data)
+        train_images, train_labels = mnist.train_images, mnist.train_labels
+        test_images, test_labels = mnist.test_images, mnist.test_labels
         self.info = info
         self.pipeline = cfg.data.pipeline
         self.loader_workers = cfg.data.loader_workers
-        self.plan = TrainPlan(
-            num_samples=len(train_labels),
-            global_batch=cfg.train.global_batch_size(info.world_size),
-            world_size=info.world_size,
-            rank=info.rank,
-            seed=cfg.train.seed,
-        )
-        eval_plan = EvalPlan(
-            len(test_labels), cfg.train.eval_batch_size, info.world_size, info.rank
+        self.plan, eval_plan = plans_for(
+            cfg, len(train_labels), len(test_labels), info.world_size, info.rank
         )
         eval_indices, eval_weights = eval_plan.rank_indices()
         self.eval_images = tf.constant(_nhwc(test_images[eval_indices.reshape(-1)]))

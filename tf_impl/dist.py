@@ -26,24 +26,12 @@ COMMUNICATION = {
 
 
 @dataclass(frozen=True)
-class DistInfo:
+class DistInfo(cluster.RankView):
     spec: cluster.ClusterSpec
     strategy: tf.distribute.Strategy
     device: str  # "cpu" or "gpu"
     device_name: str  # what the worker runs on, e.g. "cpu" or the GPU's name
     compiled: dict = field(default_factory=dict, compare=False)  # tf.functions made once
-
-    @property
-    def rank(self) -> int:
-        return self.spec.rank
-
-    @property
-    def world_size(self) -> int:
-        return self.spec.world_size
-
-    @property
-    def is_chief(self) -> bool:
-        return self.spec.is_chief
 
     @property
     def distributed(self) -> bool:

@@ -18,12 +18,8 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from common import data as common_data
 from common.config import Config
-from common.shard import EvalPlan, TrainPlan
+from common.shard import TrainPlan, plans_for
 from torch_impl.dist import DistInfo
-
-
-def _limit(array: np.ndarray, limit: int) -> np.ndarray:
-    return array[:limit] if limit else array
 
 
 class MnistImages(Dataset):
@@ -61,22 +57,13 @@ class PlanBatchSampler(Sampler[list[int]]):
 
 class TorchData:
     def __init__(self, cfg: Config, info: DistInfo):
-        mnist = common_data.load_mnist(common_data.resolve_dir(cfg.data.dir))
-        train_images = _limit(mnist.train_images, cfg.data.train_limit)
-        train_labels = _limit(mnist.train_labels, cfg.data.train_limit)
-        test_images = _limit(mnist.test_images, cfg.data.test_limit)
-        test_labels = _limit(mnist.test_labels, cfg.data.test_limit)
+        mnist = common_data.load_limited(cfg.data)
+        train_images, train_labels = mnist.train_images, mnist.train_labels
+        test_images, test_labels = mnist.test_images, mnist.test_labels
         self.device = info.device
         self.pipeline = cfg.data.pipeline
-        self.plan = TrainPlan(
-            num_samples=len(train_labels),
-            global_batch=cfg.train.global_batch_size(info.world_size),
-            world_size=info.world_size,
-            rank=info.rank,
-            seed=cfg.train.seed,
-        )
-        eval_plan = EvalPlan(
-            len(test_labels), cfg.train.eval_batch_size, info.world_size, info.rank
+        self.plan, eval_plan = plans_for(
+            cfg, len(train_labels), len(test_labels), info.world_size, info.rank
         )
         self.eval_indices, self.eval_weights = eval_plan.rank_indices()
         self.test_images = self._to_device(common_data.normalize(test_images))

@@ -20,23 +20,11 @@ from torch_impl.parallel import check_options
 
 
 @dataclass(frozen=True)
-class DistInfo:
+class DistInfo(cluster.RankView):
     spec: cluster.ClusterSpec
     device: torch.device
     backend: str | None  # None: one process, no process group
     store: object = None  # the rendezvous TCPStore; the chief's process serves it
-
-    @property
-    def rank(self) -> int:
-        return self.spec.rank
-
-    @property
-    def world_size(self) -> int:
-        return self.spec.world_size
-
-    @property
-    def is_chief(self) -> bool:
-        return self.spec.is_chief
 
     @property
     def distributed(self) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import torch
@@ -179,30 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as error:  # the rendezvous did not complete in time
         print(f"error: {error}", file=sys.stderr)
         return 1
-    run.install_signal_handlers()
-    state: dict = {"epochs": []}
-    status, error, code = "success", None, 0
-    started = time.perf_counter()
-    try:
-        run_dir, state["writer"] = start_run(cfg, info)
-        run_training(cfg, info, run_dir, args, state)
-    except run.Preempted as stop:
-        status, error, code = "aborted", str(stop), run.PREEMPTED_EXIT
-    except run.Aborted as stop:
-        status, error, code = "aborted", str(stop), 0 if args.stop_after_epoch else 143
-    except Exception as failure:  # a dead or hung peer surfaces here as a collective error
-        status, code = "failed", 1
-        error = f"rank {info.rank}: {type(failure).__name__}: {failure}".strip()
-        print(f"error: {error}", file=sys.stderr)
-        traceback.print_exc()
-    writer = state.get("writer")
-    if writer:
-        end = run.run_end_record(cfg, status, state["epochs"], time.perf_counter() - started, error)
-        print(metrics.console_line(writer.write(end)), flush=True)
-        writer.close()
+    status, code = run.execute(
+        cfg, args, start=lambda: start_run(cfg, info),
+        train=lambda run_dir, state: run_training(cfg, info, run_dir, args, state),
+        describe_failure=lambda failure: f"rank {info.rank}: {type(failure).__name__}: {failure}",
+    )  # fmt: skip
     if status != "success":  # peers may be gone: leave without a collective teardown
-        sys.stdout.flush()
-        sys.stderr.flush()
         os._exit(code)
     dist.teardown(info)
     return code

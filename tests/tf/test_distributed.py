@@ -2,7 +2,6 @@
 cross-framework parity, training, resume, failures, metrics."""
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ import pytest
 import compare
 from common import metrics
 from common.launch import rank_environments
-from tests.launching import SMALL, runner, train_command
+from tests.launching import SMALL, kill_second_rank_mid_training, runner, train_command
 
 PARITY = ["--config", "configs/parity_sgd.yaml"]
 PARITY_SET = ["data.train_limit=3200", "data.test_limit=1000", "output.save_model=true"]
@@ -124,24 +123,10 @@ def test_a_killed_worker_makes_the_other_fail_within_the_timeout(tmp_path):
     settings = [*SMALL, "data.train_limit=60000", "train.epochs=1", "train.log_every_steps=1",
                 "dist.timeout_s=20", f"output.dir={tmp_path}",
                 "output.run_name=killed"]  # fmt: skip
-    command = train_command("tf_impl.train", 0, settings, [])
-    envs = rank_environments(2, dict(os.environ))
-    workers = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True) for env in envs]  # fmt: skip
     metrics_file = tmp_path / "killed" / "metrics.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # wait until training is under way
-        if metrics_file.is_file() and metrics_file.read_text().count('"step"') >= 20:
-            break
-        time.sleep(0.2)
-    else:
-        pytest.fail("training never started: " + workers[0].communicate(timeout=5)[0])
-    workers[1].send_signal(signal.SIGKILL)
-    killed_at = time.monotonic()
-    output, _ = workers[0].communicate(timeout=90)
-    waited = time.monotonic() - killed_at
+    _, code, waited = kill_second_rank_mid_training("tf_impl.train", settings, metrics_file)
     print(f"the surviving worker exited {waited:.1f} s after its peer was killed")
-    assert waited < 20 + 10 and workers[0].returncode == 1
+    assert waited < 20 + 10 and code == 1
     end = metrics.read_metrics(metrics_file)[-1]
     assert end["record"] == "run_end" and end["status"] == "failed"
     assert "worker 0: lost a peer worker" in end["error"]

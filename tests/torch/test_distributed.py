@@ -1,7 +1,6 @@
 """Real 2-process gloo runs on CPU: strategies agree, FSDP shards, resume, failure, metrics."""
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ import torch
 import compare
 from common import metrics
 from common.launch import rank_environments
+from tests.launching import kill_second_rank_mid_training
 from tests.torch.conftest import SMALL, train_command
 
 
@@ -121,23 +121,10 @@ def test_a_killed_rank_makes_the_other_fail_within_the_timeout(tmp_path):
     settings = [*SMALL, "data.train_limit=60000", "train.epochs=1", "train.log_every_steps=1",
                 "dist.timeout_s=20", f"output.dir={tmp_path}",
                 "output.run_name=killed"]  # fmt: skip
-    command = train_command(0, settings, [])
-    envs = rank_environments(2, dict(os.environ))
-    ranks = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True) for env in envs]  # fmt: skip
     metrics_file = tmp_path / "killed" / "metrics.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # wait until training is under way
-        if metrics_file.is_file() and metrics_file.read_text().count('"step"') >= 20:
-            break
-        time.sleep(0.2)
-    else:
-        pytest.fail("training never started: " + ranks[0].communicate(timeout=5)[0])
-    ranks[1].send_signal(signal.SIGKILL)
-    killed_at = time.monotonic()
-    output, _ = ranks[0].communicate(timeout=60)
-    assert time.monotonic() - killed_at < 20 + 5
-    assert ranks[0].returncode != 0
+    output, code, waited = kill_second_rank_mid_training("torch_impl.train", settings, metrics_file)
+    assert waited < 20 + 5
+    assert code != 0
     end = metrics.read_metrics(metrics_file)[-1]
     assert end["record"] == "run_end" and end["status"] == "failed"
     assert "rank 0" in end["error"] and "error: rank 0" in output
