@@ -14,9 +14,38 @@ import statistics
 from dataclasses import dataclass, field
 
 # Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (then 1.96).
-T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-       2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-       2.060, 2.056, 2.052, 2.048, 2.045, 2.042]  # fmt: skip
+T95 = [
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+]
 GROUP_FIELDS = ("model", "dataset", "train samples", "precision", "optimizer", "epochs", "batch")
 MIB = 1024 * 1024
 
@@ -72,7 +101,7 @@ class Run:
             "state_mib": max(m["param_bytes"] + m["grad_bytes"] + m["optim_bytes"] for m in memory)
             / MIB
             if memory
-            else None,  # fmt: skip
+            else None,
             "final_acc": last["val_accuracy"] if last else None,
             "best_acc": max(e["val_accuracy"] for e in self.epochs) if self.epochs else None,
             "target_s": self.end["time_to_target_s"] if self.end else None,
@@ -91,10 +120,15 @@ def group_runs(runs: list[Run]) -> tuple[list[tuple[dict, list[Run]]], list[str]
     notes = []
     for key, members in ordered[1:]:
         first = ordered[0][0]
-        differs = ", ".join(f"{name} {key[name]} vs {first[name]}" for name in GROUP_FIELDS
-                            if key[name] != first[name])  # fmt: skip
-        notes.append(f"{len(members)} run(s) ({', '.join(r.label for r in members)}) are not "
-                     f"put beside the first group: {differs}")  # fmt: skip
+        differs = ", ".join(
+            f"{name} {key[name]} vs {first[name]}"
+            for name in GROUP_FIELDS
+            if key[name] != first[name]
+        )
+        notes.append(
+            f"{len(members)} run(s) ({', '.join(r.label for r in members)}) are not "
+            f"put beside the first group: {differs}"
+        )
     return ordered, notes
 
 
@@ -125,8 +159,7 @@ def rows_for(runs: list[Run]) -> list[dict]:
     rows = []
     for (framework, strategy, world), members in sorted(cells.items()):
         summaries = [run.summary() for run in members]
-        row = {"framework": framework, "strategy": strategy, "world": world,
-               "runs": len(members)}  # fmt: skip
+        row = {"framework": framework, "strategy": strategy, "world": world, "runs": len(members)}
         for name in ("epoch_s", "samples_s"):
             middle, low, high, used = interval([s[name] for s in summaries])
             row.update({name: middle, f"{name}_low": low, f"{name}_high": high})
@@ -155,12 +188,20 @@ def add_efficiency(rows: list[dict]) -> None:
 
 
 COLUMNS = [  # key, header, digits
-    ("framework", "framework", 0), ("strategy", "strategy", 0), ("world", "workers", 0),
-    ("runs", "runs", 0), ("epoch_s", "epoch s", 3), ("samples_s", "samples/s", 0),
-    ("efficiency", "scaling eff", 2), ("peak_mib", "peak MiB/rank", 0),
-    ("state_mib", "state MiB/rank", 1), ("final_acc", "final acc", 4),
-    ("best_acc", "best acc", 4), ("target_s", "to target s", 1), ("status", "status", 0),
-]  # fmt: skip
+    ("framework", "framework", 0),
+    ("strategy", "strategy", 0),
+    ("world", "workers", 0),
+    ("runs", "runs", 0),
+    ("epoch_s", "epoch s", 3),
+    ("samples_s", "samples/s", 0),
+    ("efficiency", "scaling eff", 2),
+    ("peak_mib", "peak MiB/rank", 0),
+    ("state_mib", "state MiB/rank", 1),
+    ("final_acc", "final acc", 4),
+    ("best_acc", "best acc", 4),
+    ("target_s", "to target s", 1),
+    ("status", "status", 0),
+]
 
 
 def _text(row: dict, key: str, digits: int) -> str:
@@ -184,8 +225,10 @@ def table_lines(rows: list[dict]) -> list[list[str]]:
 def terminal_table(rows: list[dict]) -> str:
     lines = table_lines(rows)
     widths = [max(len(line[i]) for line in lines) for i in range(len(COLUMNS))]
-    return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True))
-                     for line in lines)  # fmt: skip
+    return "\n".join(
+        "  ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True))
+        for line in lines
+    )
 
 
 def markdown_table(rows: list[dict]) -> str:
@@ -205,14 +248,16 @@ def csv_table(rows: list[dict]) -> str:
 
 
 def footnotes(rows: list[dict]) -> list[str]:
-    notes = ["epoch s and samples/s: medians over epochs 2.. of each run (epoch 1 holds warm-up "
-             "and tracing), then the median over repeats; [low, high] = 95% t-interval of the "
-             "mean over repeats (fastest and slowest dropped from 5 repeats on)",
-             "scaling eff = samples/s / (workers x samples/s of the same framework's 1-worker "
-             "run): strong scaling with a global batch, weak scaling with a per-rank batch",
-             "state MiB/rank = parameters + gradients + optimizer state held by one rank "
-             "(exact bytes); to target s = run time when val accuracy first reached "
-             "train.target_accuracy"]  # fmt: skip
+    notes = [
+        "epoch s and samples/s: medians over epochs 2.. of each run (epoch 1 holds warm-up "
+        "and tracing), then the median over repeats; [low, high] = 95% t-interval of the "
+        "mean over repeats (fastest and slowest dropped from 5 repeats on)",
+        "scaling eff = samples/s / (workers x samples/s of the same framework's 1-worker "
+        "run): strong scaling with a global batch, weak scaling with a per-rank batch",
+        "state MiB/rank = parameters + gradients + optimizer state held by one rank "
+        "(exact bytes); to target s = run time when val accuracy first reached "
+        "train.target_accuracy",
+    ]
     counts = sorted({row["peak_counts"] for row in rows if row["peak_counts"]})
     if counts:
         notes.append("peak MiB/rank = the largest rank's " + "; ".join(counts))

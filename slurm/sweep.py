@@ -25,8 +25,17 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
-         "PREEMPTED", "BOOT_FAIL", "DEADLINE"}  # fmt: skip
+ENDED = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+}
 
 
 def _list(text: str) -> list[str]:
@@ -42,15 +51,21 @@ def cells(args) -> list[dict]:
         ):
             if framework == "torch" and strategy == "single" and tasks != 1:
                 continue
-            matrix.append({"framework": framework, "strategy": strategy, "tasks": tasks,
-                           "repeat": repeat})  # fmt: skip
+            matrix.append(
+                {"framework": framework, "strategy": strategy, "tasks": tasks, "repeat": repeat}
+            )
     return matrix
 
 
 def sbatch_command(args, sweep: str, cell: dict) -> list[str]:
     name = f"{sweep}-{cell['framework']}-{cell['strategy']}-n{cell['tasks']}-r{cell['repeat']}"
-    command = ["sbatch", "--parsable", f"--job-name={name}", f"--ntasks={cell['tasks']}",
-               f"--output={args.results}/sweeps/{sweep}/%x-%j.out"]  # fmt: skip
+    command = [
+        "sbatch",
+        "--parsable",
+        f"--job-name={name}",
+        f"--ntasks={cell['tasks']}",
+        f"--output={args.results}/sweeps/{sweep}/%x-%j.out",
+    ]
     if args.tasks_per_node:
         command.append(f"--ntasks-per-node={min(args.tasks_per_node, cell['tasks'])}")
     if args.gpus_per_task:

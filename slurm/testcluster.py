@@ -164,8 +164,15 @@ def up(root: Path, count: int) -> dict:
     for node in nodes:
         # nsenter keeps /sys/fs/cgroup visible (ip netns exec would hide it); unshare gives
         # the node its own hostname.
-        sh("nsenter", f"--net=/run/netns/suite-{node}", "unshare", "--uts", "sh", "-c",
-           f"hostname {node} && exec slurmd -f {config} -N {node}")  # fmt: skip
+        sh(
+            "nsenter",
+            f"--net=/run/netns/suite-{node}",
+            "unshare",
+            "--uts",
+            "sh",
+            "-c",
+            f"hostname {node} && exec slurmd -f {config} -N {node}",
+        )
         pid_file = root / f"slurmd-{node}.pid"
         wait_until(lambda pid_file=pid_file: read_pid(pid_file), 10, f"slurmd on {node}")
         started["pids"][f"slurmd-{node}"] = read_pid(pid_file)

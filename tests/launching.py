@@ -7,8 +7,14 @@ from pathlib import Path
 import pytest
 
 # Small and fast, real MNIST: 2,048 training and 1,000 test samples.
-SMALL = ["data.train_limit=2048", "data.test_limit=1000", "train.batch_size=64",
-         "train.eval_batch_size=500", "train.epochs=2", "dist.timeout_s=30"]  # fmt: skip
+SMALL = [
+    "data.train_limit=2048",
+    "data.test_limit=1000",
+    "train.batch_size=64",
+    "train.eval_batch_size=500",
+    "train.epochs=2",
+    "dist.timeout_s=30",
+]
 
 
 def train_command(module: str, nproc: int, overrides: list[str], extra: list[str]) -> list[str]:
@@ -26,12 +32,18 @@ def runner(module: str, root: Path):
     """run(name, nproc, *overrides, extra=(), check=True, small=True) -> (process, run folder)."""
 
     def run(name: str, nproc: int, *overrides: str, extra=(), check=True, small=True):
-        settings = [*(SMALL if small else []), f"output.dir={root}",
-                    f"output.run_name={name}", *overrides]  # fmt: skip
+        settings = [
+            *(SMALL if small else []),
+            f"output.dir={root}",
+            f"output.run_name={name}",
+            *overrides,
+        ]
         done = subprocess.run(
             train_command(module, nproc, settings, list(extra)),
-            capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if check and done.returncode != 0:
             output = f"{done.stdout}\n{done.stderr}"
             pytest.fail(f"training {name} failed ({done.returncode}):\n{output}")
@@ -52,8 +64,12 @@ def kill_second_rank_mid_training(module: str, settings: list[str], metrics_file
 
     command = train_command(module, 0, settings, [])
     environments = rank_environments(2, dict(os.environ))
-    ranks = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True) for env in environments]  # fmt: skip
+    ranks = [
+        subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        for env in environments
+    ]
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # wait until training is under way
         if metrics_file.is_file() and metrics_file.read_text().count('"step"') >= 20:

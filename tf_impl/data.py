@@ -58,8 +58,9 @@ class TfData:
         images, labels = self.train_images, self.train_labels
 
         def load(index):
-            pixels = (tf.cast(tf.gather(images, index), tf.float32) / 255.0
-                      - common_data.PIXEL_MEAN) / common_data.PIXEL_STD  # fmt: skip
+            pixels = (
+                tf.cast(tf.gather(images, index), tf.float32) / 255.0 - common_data.PIXEL_MEAN
+            ) / common_data.PIXEL_STD
             return pixels[..., tf.newaxis], tf.gather(labels, index)
 
         order = self.plan.rank_indices(epoch)

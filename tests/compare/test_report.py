@@ -9,8 +9,14 @@ import pytest
 import compare
 from tests.launching import runner
 
-QUICK = ["data.train_limit=1280", "data.test_limit=500", "train.epochs=2", "model.dropout=false",
-         "train.eval_batch_size=500", "train.log_every_steps=5"]  # fmt: skip
+QUICK = [
+    "data.train_limit=1280",
+    "data.test_limit=500",
+    "train.epochs=2",
+    "model.dropout=false",
+    "train.eval_batch_size=500",
+    "train.log_every_steps=5",
+]
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +40,12 @@ def test_tables_line_up_both_frameworks_and_set_incomparable_runs_apart(results,
     out, err = capsys.readouterr()
     first, second = [json.loads(line) for line in out.splitlines()]
     cells = [(r["framework"], r["strategy"], r["world"]) for r in first["rows"]]
-    assert cells == [("tf", "mwms", 1), ("tf", "mwms", 2), ("torch", "ddp", 2),
-                     ("torch", "single", 1)]  # fmt: skip
+    assert cells == [
+        ("tf", "mwms", 1),
+        ("tf", "mwms", 2),
+        ("torch", "ddp", 2),
+        ("torch", "single", 1),
+    ]
     assert first["key"]["batch"] == "64 global" and second["key"]["batch"] == "128 global"
     assert "torch ddp x2) are not put beside the first group: batch 128 global vs 64 global" in err
     for row in first["rows"]:
@@ -75,8 +85,15 @@ def test_broken_files_are_named_and_the_rest_still_compared(results, tmp_path, c
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "metrics.jsonl").write_text("\n".join([json.dumps(wrong), *lines[1:]]))
     (tmp_path / "empty").mkdir()
-    code = compare.main([str(results / "torch-ddp"), str(tmp_path / "cut"), str(tmp_path / "old"),
-                         str(tmp_path / "empty"), str(tmp_path / "missing.jsonl")])  # fmt: skip
+    code = compare.main(
+        [
+            str(results / "torch-ddp"),
+            str(tmp_path / "cut"),
+            str(tmp_path / "old"),
+            str(tmp_path / "empty"),
+            str(tmp_path / "missing.jsonl"),
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 1
     assert f"{tmp_path / 'cut' / 'metrics.jsonl'}:{len(lines)}: truncated last line" in err
@@ -87,8 +104,15 @@ def test_broken_files_are_named_and_the_rest_still_compared(results, tmp_path, c
 
 
 def test_assert_close_names_the_first_divergent_step(results, tmp_path):
-    command = [sys.executable, "compare.py", "--assert-close", str(results / "torch-single"),
-               str(results / "tf-w2"), "--rtol", "1e-4"]  # fmt: skip
+    command = [
+        sys.executable,
+        "compare.py",
+        "--assert-close",
+        str(results / "torch-single"),
+        str(results / "tf-w2"),
+        "--rtol",
+        "1e-4",
+    ]
     done = subprocess.run(command, capture_output=True, text=True)
     assert done.returncode == 0 and "8 steps agree" in done.stdout  # Adam, both frameworks
     # A curve with one step changed by 1%: named.

@@ -16,8 +16,16 @@ from common import metrics
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER_DIR = Path("/tmp/suite-slurm-tests")
-QUICK = ["--set", "data.train_limit=2048", "--set", "data.test_limit=1000",
-         "--set", "train.epochs=2", "--set", "dist.timeout_s=60"]  # fmt: skip
+QUICK = [
+    "--set",
+    "data.train_limit=2048",
+    "--set",
+    "data.test_limit=1000",
+    "--set",
+    "train.epochs=2",
+    "--set",
+    "dist.timeout_s=60",
+]
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="the test cluster needs root (CI runs as root)"
@@ -25,13 +33,17 @@ pytestmark = pytest.mark.skipif(
 
 
 def slurm_env(results: Path) -> dict:
-    return {**os.environ, "SLURM_CONF": str(CLUSTER_DIR / "slurm.conf"),
-            "SUITE_RESULTS": str(results)}  # fmt: skip
+    return {
+        **os.environ,
+        "SLURM_CONF": str(CLUSTER_DIR / "slurm.conf"),
+        "SUITE_RESULTS": str(results),
+    }
 
 
 def scontrol_field(job_id: str, field: str, env: dict) -> str:
-    shown = subprocess.run(["scontrol", "show", "job", job_id], env=env, capture_output=True,
-                           text=True).stdout  # fmt: skip
+    shown = subprocess.run(
+        ["scontrol", "show", "job", job_id], env=env, capture_output=True, text=True
+    ).stdout
     for word in shown.split():
         if word.startswith(field + "="):
             return word.split("=", 1)[1]
@@ -57,13 +69,29 @@ def submit(options: list[str], args: list[str], env: dict) -> str:
 
 @pytest.fixture(scope="module", params=[1, 2], ids=["1-node", "2-node"])
 def cluster(request):
-    up = subprocess.run([sys.executable, "slurm/testcluster.py", "up", "--nodes",
-                         str(request.param), "--dir", str(CLUSTER_DIR)],
-                        cwd=REPO, capture_output=True, text=True, timeout=600)  # fmt: skip
+    up = subprocess.run(
+        [
+            sys.executable,
+            "slurm/testcluster.py",
+            "up",
+            "--nodes",
+            str(request.param),
+            "--dir",
+            str(CLUSTER_DIR),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert up.returncode == 0, up.stderr
     yield request.param
-    subprocess.run([sys.executable, "slurm/testcluster.py", "down", "--dir", str(CLUSTER_DIR)],
-                   cwd=REPO, check=True, timeout=120)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "slurm/testcluster.py", "down", "--dir", str(CLUSTER_DIR)],
+        cwd=REPO,
+        check=True,
+        timeout=120,
+    )
 
 
 def layout(nodes: int) -> list[str]:
@@ -71,20 +99,27 @@ def layout(nodes: int) -> list[str]:
     return ["--nodes=1", "--ntasks=2"] if nodes == 1 else ["--nodes=2", "--ntasks-per-node=1"]
 
 
-@pytest.mark.parametrize("framework,strategy", [("torch", "ddp"), ("torch", "fsdp2"),
-                                                ("tf", "mwms")])  # fmt: skip
+@pytest.mark.parametrize(
+    "framework,strategy", [("torch", "ddp"), ("torch", "fsdp2"), ("tf", "mwms")]
+)
 def test_two_tasks_train_and_compare_reads_them(cluster, framework, strategy, tmp_path):
     env = slurm_env(tmp_path)
     extra = ["--set", f"torch.strategy={strategy}"] if framework == "torch" else []
-    job = submit([*layout(cluster), "--job-name=t", f"--output={tmp_path}/%x-%j.out"],
-                 [framework, "configs/mlp_adam.yaml", *QUICK, *extra], env)  # fmt: skip
+    job = submit(
+        [*layout(cluster), "--job-name=t", f"--output={tmp_path}/%x-%j.out"],
+        [framework, "configs/mlp_adam.yaml", *QUICK, *extra],
+        env,
+    )
     state = wait_for(job, env)
     log = (tmp_path / f"t-{job}.out").read_text()
     assert state == "COMPLETED", log
     records = metrics.read_metrics(tmp_path / f"t-{job}" / "metrics.jsonl")
     start, end = records[0], records[-1]
-    assert (start["framework"], start["strategy"], start["launcher"]) == (framework, strategy,
-                                                                          "slurm")  # fmt: skip
+    assert (start["framework"], start["strategy"], start["launcher"]) == (
+        framework,
+        strategy,
+        "slurm",
+    )
     assert start["hosts"] == (["n1", "n1"] if cluster == 1 else ["n1", "n2"])
     assert [device.split(":")[0] for device in start["devices"]] == start["hosts"]
     assert end["status"] == "success" and end["epochs_completed"] == 2
@@ -94,21 +129,31 @@ def test_two_tasks_train_and_compare_reads_them(cluster, framework, strategy, tm
 def test_torchrun_variant_runs_one_agent_per_node(cluster, tmp_path):
     env = {**slurm_env(tmp_path), "SUITE_NPROC_PER_NODE": str(2 // cluster)}
     options = ["--nodes=1", "--ntasks=1"] if cluster == 1 else ["--nodes=2", "--ntasks-per-node=1"]
-    job = submit([*options, "--job-name=tr", f"--output={tmp_path}/%x-%j.out"],
-                 ["torchrun", "configs/mlp_adam.yaml", *QUICK], env)  # fmt: skip
+    job = submit(
+        [*options, "--job-name=tr", f"--output={tmp_path}/%x-%j.out"],
+        ["torchrun", "configs/mlp_adam.yaml", *QUICK],
+        env,
+    )
     assert wait_for(job, env) == "COMPLETED", (tmp_path / f"tr-{job}.out").read_text()
     start = metrics.read_metrics(tmp_path / f"tr-{job}" / "metrics.jsonl")[0]
     assert start["launcher"] == "torchrun" and start["world_size"] == 2
-    assert sorted({d.split(":")[0] for d in start["devices"]}) == (["n1"] if cluster == 1
-                                                                   else ["n1", "n2"])  # fmt: skip
+    assert sorted({d.split(":")[0] for d in start["devices"]}) == (
+        ["n1"] if cluster == 1 else ["n1", "n2"]
+    )
 
 
 def test_an_impossible_request_fails_at_once(cluster, tmp_path):
-    command = ["sbatch", "--gpus-per-node=4", "slurm/run_slurm.sh", "torch",
-               "configs/mlp_adam.yaml"]  # fmt: skip
+    command = [
+        "sbatch",
+        "--gpus-per-node=4",
+        "slurm/run_slurm.sh",
+        "torch",
+        "configs/mlp_adam.yaml",
+    ]
     started = time.monotonic()
-    done = subprocess.run(command, cwd=REPO, env=slurm_env(tmp_path), capture_output=True,
-                          text=True, timeout=30)  # fmt: skip
+    done = subprocess.run(
+        command, cwd=REPO, env=slurm_env(tmp_path), capture_output=True, text=True, timeout=30
+    )
     assert done.returncode != 0 and time.monotonic() - started < 5
     assert "Requested node configuration is not available" in done.stderr
 
@@ -116,14 +161,28 @@ def test_an_impossible_request_fails_at_once(cluster, tmp_path):
 @pytest.mark.parametrize("cluster", [1], indirect=True)  # once is enough
 def test_a_requeued_job_resumes_from_its_checkpoint(cluster, tmp_path):
     env = slurm_env(tmp_path)
-    settings = ["configs/parity_sgd.yaml", "--set", "data.train_limit=12800", "--set",
-                "train.epochs=3", "--set", "train.log_every_steps=0", "--set",
-                "output.save_model=true", "--set", "torch.strategy=ddp"]  # fmt: skip
-    whole = submit(["--ntasks=2", "--job-name=whole", f"--output={tmp_path}/%x-%j.out"],
-                   ["torch", *settings], env)  # fmt: skip
+    settings = [
+        "configs/parity_sgd.yaml",
+        "--set",
+        "data.train_limit=12800",
+        "--set",
+        "train.epochs=3",
+        "--set",
+        "train.log_every_steps=0",
+        "--set",
+        "output.save_model=true",
+        "--set",
+        "torch.strategy=ddp",
+    ]
+    whole = submit(
+        ["--ntasks=2", "--job-name=whole", f"--output={tmp_path}/%x-%j.out"],
+        ["torch", *settings],
+        env,
+    )
     assert wait_for(whole, env) == "COMPLETED"
-    job = submit(["--ntasks=2", "--job-name=rq", f"--output={tmp_path}/%x-%j.out"],
-                 ["torch", *settings], env)  # fmt: skip
+    job = submit(
+        ["--ntasks=2", "--job-name=rq", f"--output={tmp_path}/%x-%j.out"], ["torch", *settings], env
+    )
     metrics_file = tmp_path / f"rq-{job}" / "metrics.jsonl"
     deadline = time.monotonic() + 120
     while not (metrics_file.is_file() and '"epoch"' in metrics_file.read_text()):
@@ -150,23 +209,45 @@ def test_a_requeued_job_resumes_from_its_checkpoint(cluster, tmp_path):
 
 @pytest.mark.parametrize("cluster", [1], indirect=True)  # once is enough
 def test_a_small_sweep_runs_and_its_manifest_lists_every_run(cluster, tmp_path):
-    command = [sys.executable, "slurm/sweep.py", "--config", "configs/mlp_adam.yaml",
-               "--frameworks", "torch,tf", "--strategies", "ddp", "--tasks", "1,2",
-               "--results", str(tmp_path), "--name", "small", "--wait", *QUICK[:6]]  # fmt: skip
-    done = subprocess.run(command, cwd=REPO, env=slurm_env(tmp_path), capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
+    command = [
+        sys.executable,
+        "slurm/sweep.py",
+        "--config",
+        "configs/mlp_adam.yaml",
+        "--frameworks",
+        "torch,tf",
+        "--strategies",
+        "ddp",
+        "--tasks",
+        "1,2",
+        "--results",
+        str(tmp_path),
+        "--name",
+        "small",
+        "--wait",
+        *QUICK[:6],
+    ]
+    done = subprocess.run(
+        command, cwd=REPO, env=slurm_env(tmp_path), capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     manifest = json.loads((tmp_path / "sweeps" / "small.json").read_text())
     cells = {(r["framework"], r["strategy"], r["tasks"]) for r in manifest["runs"]}
-    assert cells == {("torch", "ddp", 1), ("torch", "ddp", 2), ("tf", "mwms", 1),
-                     ("tf", "mwms", 2)}  # fmt: skip
+    assert cells == {("torch", "ddp", 1), ("torch", "ddp", 2), ("tf", "mwms", 1), ("tf", "mwms", 2)}
     assert all(r["state"] == "COMPLETED" for r in manifest["runs"])
     assert compare.main([str(tmp_path / "sweeps" / "small.json")]) == 0
 
 
 def test_sweep_dry_run_prints_the_matrix():
-    command = [sys.executable, "slurm/sweep.py", "--config", "configs/mlp_adam.yaml",
-               "--dry-run", "--repeats", "2"]  # fmt: skip
+    command = [
+        sys.executable,
+        "slurm/sweep.py",
+        "--config",
+        "configs/mlp_adam.yaml",
+        "--dry-run",
+        "--repeats",
+        "2",
+    ]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=True)
     lines = done.stdout.splitlines()
     assert len(lines) == (2 + 1) * 4 * 2  # (ddp, fsdp2, tf) x tasks 1,2,4,8 x repeats
@@ -176,9 +257,19 @@ def test_sweep_dry_run_prints_the_matrix():
 
 def test_the_script_outside_a_job_says_how_to_submit_it():
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    done = subprocess.run(["bash", "slurm/run_slurm.sh", "torch", "configs/mlp_adam.yaml"],
-                          cwd=REPO, env=env, capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "slurm/run_slurm.sh", "torch", "configs/mlp_adam.yaml"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2 and "not inside a SLURM job" in done.stderr
-    done = subprocess.run(["bash", "slurm/run_slurm.sh", "jax", "x.yaml"], cwd=REPO, env=env,
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "slurm/run_slurm.sh", "jax", "x.yaml"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2 and "unknown framework 'jax'" in done.stderr

@@ -45,8 +45,9 @@ def parity_runs(tmp_path_factory):
         ("tf-w1", "tf_impl.train", 0, []),
         ("tf-w2", "tf_impl.train", 2, []),
     ):
-        runs[name] = runner(module, root)(name, nproc, *PARITY_SET, *extra, extra=PARITY,
-                                          small=False)[1]  # fmt: skip
+        runs[name] = runner(module, root)(
+            name, nproc, *PARITY_SET, *extra, extra=PARITY, small=False
+        )[1]
     return runs
 
 
@@ -86,8 +87,9 @@ def test_loss_falls_and_the_metrics_say_what_ran(parity_runs):
 
 def test_cnn_trains_on_two_workers_with_identical_weights(run_tf):
     # export_model fails the run unless both workers' weights are bitwise identical.
-    done, run_dir = run_tf("cnn", 2, "model.name=cnn", "optim.name=adam", "optim.lr=0.001",
-                           "output.save_model=true")  # fmt: skip
+    done, run_dir = run_tf(
+        "cnn", 2, "model.name=cnn", "optim.name=adam", "optim.lr=0.001", "output.save_model=true"
+    )
     first, second = epochs_of(run_dir)
     assert second["train_loss"] < first["train_loss"] and second["val_accuracy"] > 0.8
     assert (run_dir / "model.npz").is_file()
@@ -108,8 +110,11 @@ def test_stop_resume_finish_equals_an_uninterrupted_run(run_tf):
     whole, parts = tf_weights(run_dir.parent / "whole"), tf_weights(run_dir)
     for name in whole:
         np.testing.assert_array_equal(whole[name], parts[name])
-    statuses = [r["status"] for r in metrics.read_metrics(run_dir / "metrics.jsonl")
-                if r["record"] == "run_end"]  # fmt: skip
+    statuses = [
+        r["status"]
+        for r in metrics.read_metrics(run_dir / "metrics.jsonl")
+        if r["record"] == "run_end"
+    ]
     assert statuses == ["aborted", "success"]
 
 
@@ -120,9 +125,15 @@ def test_resume_without_a_checkpoint_fails_clearly(run_tf):
 
 
 def test_a_killed_worker_makes_the_other_fail_within_the_timeout(tmp_path):
-    settings = [*SMALL, "data.train_limit=60000", "train.epochs=1", "train.log_every_steps=1",
-                "dist.timeout_s=20", f"output.dir={tmp_path}",
-                "output.run_name=killed"]  # fmt: skip
+    settings = [
+        *SMALL,
+        "data.train_limit=60000",
+        "train.epochs=1",
+        "train.log_every_steps=1",
+        "dist.timeout_s=20",
+        f"output.dir={tmp_path}",
+        "output.run_name=killed",
+    ]
     metrics_file = tmp_path / "killed" / "metrics.jsonl"
     _, code, waited = kill_second_rank_mid_training("tf_impl.train", settings, metrics_file)
     print(f"the surviving worker exited {waited:.1f} s after its peer was killed")
@@ -133,12 +144,21 @@ def test_a_killed_worker_makes_the_other_fail_within_the_timeout(tmp_path):
 
 
 def test_a_worker_that_never_starts_is_named_after_the_retries(tmp_path):
-    settings = [*SMALL, "dist.startup_timeout_s=2", "dist.startup_retries=2",
-                f"output.dir={tmp_path}"]  # fmt: skip
+    settings = [
+        *SMALL,
+        "dist.startup_timeout_s=2",
+        "dist.startup_retries=2",
+        f"output.dir={tmp_path}",
+    ]
     env = rank_environments(2, dict(os.environ))[0]  # worker 0 of 2; worker 1 never starts
     start = time.monotonic()
-    done = subprocess.run(train_command("tf_impl.train", 0, settings, []), env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        train_command("tf_impl.train", 0, settings, []),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1 and time.monotonic() - start < 30
     assert "rendezvous attempt 1/2" in done.stderr
     assert "worker 1 (localhost:" in done.stderr and "in 2 attempts" in done.stderr
@@ -151,8 +171,7 @@ def test_bad_options_fail_before_anything_starts(run_tf):
 
 
 def test_the_tf_side_imports_no_torch():
-    probe = ("import sys, tf_impl.train; "
-             "print([m for m in ('torch',) if m in sys.modules])")  # fmt: skip
+    probe = "import sys, tf_impl.train; print([m for m in ('torch',) if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
@@ -162,6 +181,7 @@ def test_loss_curve_matches_the_golden_curve(parity_runs, run, capsys):
     """tests/golden/parity_sgd_mlp_3200.jsonl: the parity preset on 3,200 samples, written by a
     torch single run. Every framework and world size must follow it (compare --assert-close)."""
     golden = str(Path(__file__).parents[1] / "golden" / "parity_sgd_mlp_3200.jsonl")
-    code = compare.main(["--assert-close", str(parity_runs[run]), golden, "--rtol", "1e-4",
-                         "--steps", "50"])  # fmt: skip
+    code = compare.main(
+        ["--assert-close", str(parity_runs[run]), golden, "--rtol", "1e-4", "--steps", "50"]
+    )
     assert code == 0, capsys.readouterr().err
