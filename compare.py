@@ -35,14 +35,18 @@ def read_manifest(path: Path) -> tuple[list[Path], list[str]]:
         return [], [f"{path}: not a sweep manifest ({error})"]
     found, problems = [], []
     for run in runs:
-        label = f"{run.get('framework')}/{run.get('strategy')} x{run.get('tasks')} " \
-                f"repeat {run.get('repeat')}"  # fmt: skip
+        label = (
+            f"{run.get('framework')}/{run.get('strategy')} x{run.get('tasks')} "
+            f"repeat {run.get('repeat')}"
+        )
         metrics_file = Path(run.get("result_dir") or "") / METRICS_FILENAME
         if run.get("result_dir") and metrics_file.is_file():
             found.append(metrics_file)
         else:
-            problems.append(f"{path}: sweep run {label} (job {run.get('job_id')}, state "
-                            f"{run.get('state')}) has no {METRICS_FILENAME}")  # fmt: skip
+            problems.append(
+                f"{path}: sweep run {label} (job {run.get('job_id')}, state "
+                f"{run.get('state')}) has no {METRICS_FILENAME}"
+            )
     return found, problems
 
 
@@ -76,13 +80,6 @@ def load_runs(paths: list[str]) -> tuple[list[Run], list[str]]:
     return runs, problems
 
 
-def summarize(records: list[dict]) -> dict:
-    """One run's numbers and status (what the tests and the sweep read)."""
-    run = Run("", records)
-    return {**run.summary(), "epochs": len(run.epochs), "framework": run.start["framework"],
-            "strategy": run.start["strategy"], "world": run.start["world_size"]}  # fmt: skip
-
-
 def curve(run: Run, by: str) -> list[tuple[int, float]]:
     if by == "step":
         return [(s["step"], s["loss"]) for s in run.steps]
@@ -110,11 +107,16 @@ def assert_close(a: str, b: str, rtol: float, steps: int) -> int:
         relative = abs(x - y) / max(abs(y), 1e-12)
         worst = max(worst, relative)
         if not relative <= rtol:  # NaN fails too
-            print(f"diverged at {by} {number}: {x!r} vs {y!r} (relative {relative:.3e} > "
-                  f"rtol {rtol:g})", file=sys.stderr)  # fmt: skip
+            print(
+                f"diverged at {by} {number}: {x!r} vs {y!r} (relative {relative:.3e} > "
+                f"rtol {rtol:g})",
+                file=sys.stderr,
+            )
             return 1
-    print(f"{count} {by}s agree: max relative difference {worst:.3e} <= rtol {rtol:g} "
-          f"({first.label} vs {second.label})")  # fmt: skip
+    print(
+        f"{count} {by}s agree: max relative difference {worst:.3e} <= rtol {rtol:g} "
+        f"({first.label} vs {second.label})"
+    )
     return 0
 
 
@@ -131,8 +133,11 @@ def write_outputs(out: Path, groups, runs_by_group, notes, problems) -> Path:
     plots.write_markdown(rendered, notes, problems, out / "report.md")
     all_rows = [{**key, **row} for key, rows, _ in rendered for row in rows]
     (out / "report.csv").write_text(report.csv_table(all_rows), encoding="utf-8")
-    document = {"groups": [{"key": key, "rows": rows} for key, rows, _ in rendered],
-                "not_side_by_side": notes, "problems": problems}  # fmt: skip
+    document = {
+        "groups": [{"key": key, "rows": rows} for key, rows, _ in rendered],
+        "not_side_by_side": notes,
+        "problems": problems,
+    }
     (out / "report.json").write_text(json.dumps(document, indent=2), encoding="utf-8")
     return out / "report.html"
 
@@ -143,8 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("results", nargs="*", help="run folders, metrics files, manifests")
     parser.add_argument("--out", type=Path, help="write the report files and plots here")
-    parser.add_argument("--format", default="terminal",
-                        choices=["terminal", "markdown", "csv", "json"])  # fmt: skip
+    parser.add_argument(
+        "--format", default="terminal", choices=["terminal", "markdown", "csv", "json"]
+    )
     parser.add_argument("--assert-close", nargs=2, metavar=("A", "B"))
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--steps", type=int, default=0, help="compare only the first N points")

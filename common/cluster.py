@@ -7,8 +7,9 @@ Launchers understood, in this order:
                             SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE, SLURM_JOB_ID
   nothing                   one process on this machine
 
-Nothing else in the suite reads SLURM_*, RANK and friends or writes TF_CONFIG: the frameworks
-ask this module (`ClusterSpec.tf_config()`).
+Nothing else in the suite reads SLURM_*, RANK and friends, and nothing else writes TF_CONFIG:
+`write_tf_config` is the one writer, called by `common.launch` for the environment of each rank
+it starts and by `tf_impl.dist` for its own process (TensorFlow reads it from there).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
 from common.hostlist import HostlistError, expand_hostlist, expand_tasks_per_node, ranks_to_hosts
@@ -44,19 +45,12 @@ class ClusterSpec:
     node: str  # this process's node
     master_addr: str
     master_port: int
-    gpus_per_node: int
-    job_id: str = ""
     launch_id: str = ""  # the same in every rank of one launch (job id, launcher's run id)
     tf_ports: tuple[int, ...] = ()  # TensorFlow port of every rank, in rank order
 
     @property
     def is_chief(self) -> bool:
         return self.rank == 0
-
-    @property
-    def nodes(self) -> tuple[str, ...]:
-        """Distinct nodes in rank order."""
-        return tuple(dict.fromkeys(self.hosts)) or (self.node,)
 
     def tf_config(self) -> dict:
         """The TF_CONFIG of this task: every rank is a worker, this process is worker `rank`."""
@@ -68,8 +62,14 @@ class ClusterSpec:
         workers = [f"{host}:{port}" for host, port in zip(self.hosts, self.tf_ports, strict=True)]
         return {"cluster": {"worker": workers}, "task": {"type": "worker", "index": self.rank}}
 
-    def tf_config_json(self) -> str:
-        return json.dumps(self.tf_config())
+
+def write_tf_config(spec: ClusterSpec, environ: MutableMapping[str, str]) -> None:
+    """Set TF_CONFIG in `environ` (a rank's environment, or os.environ) for `spec`'s rank; one
+    process alone gets none, so TensorFlow starts no gRPC server and no coordination service."""
+    if spec.world_size > 1:
+        environ["TF_CONFIG"] = json.dumps(spec.tf_config())
+    else:
+        environ.pop("TF_CONFIG", None)
 
 
 class RankView:
@@ -99,15 +99,6 @@ def _int(env: Mapping[str, str], name: str) -> int:
         return int(value)
     except ValueError:
         raise ClusterError(f"{name}={value!r} is not an integer") from None
-
-
-def _gpus_visible(env: Mapping[str, str]) -> int:
-    if env.get("SLURM_GPUS_ON_NODE"):
-        return _int(env, "SLURM_GPUS_ON_NODE")
-    visible = env.get("CUDA_VISIBLE_DEVICES", "")
-    if not visible or visible == "NoDevFiles":
-        return 0
-    return len([device for device in visible.split(",") if device.strip() not in ("", "-1")])
 
 
 def threads_per_rank(local_world_size: int) -> int:
@@ -176,7 +167,6 @@ def _from_torchrun(env: Mapping[str, str]) -> ClusterSpec:
         node=socket.gethostname(),
         master_addr=env.get("MASTER_ADDR") or "127.0.0.1",
         master_port=_int(env, "MASTER_PORT"),
-        gpus_per_node=_gpus_visible(env),
         launch_id=env.get("SUITE_RUN_ID") or env.get("TORCHELASTIC_RUN_ID", ""),
         tf_ports=ports,
     )
@@ -242,8 +232,6 @@ def _from_slurm(env: Mapping[str, str]) -> ClusterSpec:
         node=node,
         master_addr=env.get("MASTER_ADDR") or nodes[0],
         master_port=_int(env, "MASTER_PORT") if env.get("MASTER_PORT") else base,
-        gpus_per_node=_gpus_visible(env),
-        job_id=job_id,
         launch_id=f"job{job_id}",
         tf_ports=tuple(base + 1 + index for index in local_index),
     )
@@ -261,7 +249,6 @@ def _single(env: Mapping[str, str]) -> ClusterSpec:
         node=socket.gethostname(),
         master_addr="127.0.0.1",
         master_port=master_port,
-        gpus_per_node=_gpus_visible(env),
         tf_ports=(tf_port,),
     )
 

@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import replace
 
-from common.cluster import LAUNCHER_MARK, ClusterSpec, free_ports
+from common.cluster import LAUNCHER_MARK, ClusterSpec, free_ports, write_tf_config
 
 POLL_S = 0.05
 
@@ -39,7 +39,6 @@ def rank_environments(nproc: int, base_env: dict[str, str]) -> list[dict[str, st
         node="localhost",
         master_addr="127.0.0.1",
         master_port=master_port,
-        gpus_per_node=0,
         launch_id=run_id,
         tf_ports=tuple(tf_ports),
     )
@@ -54,11 +53,11 @@ def rank_environments(nproc: int, base_env: dict[str, str]) -> list[dict[str, st
             LOCAL_WORLD_SIZE=str(nproc),
             MASTER_ADDR=spec.master_addr,
             MASTER_PORT=str(master_port),
-            TF_CONFIG=replace(spec, rank=rank, local_rank=rank).tf_config_json(),
             SUITE_RUN_ID=run_id,
             PYTHONUNBUFFERED="1",
         )
         env[LAUNCHER_MARK] = "local"
+        write_tf_config(replace(spec, rank=rank, local_rank=rank), env)
         environments.append(env)
     return environments
 

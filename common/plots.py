@@ -33,8 +33,16 @@ def _series(rows: list[dict], key: str) -> dict[str, tuple[list[int], list[float
             continue
         name = f"{row['framework']} {row['strategy']}"
         if name not in lines and row["world"] > 1:
-            base = next((r for r in ordered if r["framework"] == row["framework"]
-                         and r["world"] == 1 and r.get(key) is not None), None)  # fmt: skip
+            base = next(
+                (
+                    r
+                    for r in ordered
+                    if r["framework"] == row["framework"]
+                    and r["world"] == 1
+                    and r.get(key) is not None
+                ),
+                None,
+            )
             if base is not None:
                 name = f"{name} (from {base['strategy']} x1)"
                 lines[name] = ([1], [base[key]])
@@ -66,7 +74,7 @@ def plot_epoch_time(rows: list[dict], path: Path, plt) -> None:
     _save(figure, path, plt)
 
 
-def _worker_panels(rows: list[dict], path: Path, plt, panels: list[tuple]) -> list:
+def _worker_panels(rows: list[dict], plt, panels: list[tuple]) -> list:
     """One panel per (row key, factor, y label, title), each series against workers."""
     figure, axes = plt.subplots(1, len(panels), figsize=(11, 4.5))
     for axis, (key, factor, ylabel, title) in zip(axes, panels, strict=True):
@@ -87,11 +95,19 @@ def _save(figure, path: Path, plt) -> None:
 
 
 def plot_throughput(rows: list[dict], path: Path, plt) -> None:
-    figure, _, efficiency = _worker_panels(rows, path, plt, [
-        ("samples_s", 1, "training throughput (samples/s)", "Throughput vs workers"),
-        ("efficiency", 100, "scaling efficiency (% of linear)",
-         "Scaling efficiency vs workers (vs 1 worker)"),
-    ])  # fmt: skip
+    figure, _, efficiency = _worker_panels(
+        rows,
+        plt,
+        [
+            ("samples_s", 1, "training throughput (samples/s)", "Throughput vs workers"),
+            (
+                "efficiency",
+                100,
+                "scaling efficiency (% of linear)",
+                "Scaling efficiency vs workers (vs 1 worker)",
+            ),
+        ],
+    )
     efficiency.axhline(100, color="grey", linestyle=":", label="ideal (100%)")
     _save(figure, path, plt)
 
@@ -115,11 +131,19 @@ def plot_curves(runs: list[Run], path: Path, plt) -> None:
 
 def plot_memory(rows: list[dict], path: Path, plt) -> None:
     counts = "; ".join(sorted({r["peak_counts"] for r in rows if r["peak_counts"]}))
-    figure, *_ = _worker_panels(rows, path, plt, [
-        ("peak_mib", 1, "peak memory per rank (MiB)", f"Peak memory per rank ({counts})"),
-        ("state_mib", 1, "params + grads + optimizer state per rank (MiB)",
-         "Training state held per rank (FSDP shards it)"),
-    ])  # fmt: skip
+    figure, *_ = _worker_panels(
+        rows,
+        plt,
+        [
+            ("peak_mib", 1, "peak memory per rank (MiB)", f"Peak memory per rank ({counts})"),
+            (
+                "state_mib",
+                1,
+                "params + grads + optimizer state per rank (MiB)",
+                "Training state held per rank (FSDP shards it)",
+            ),
+        ],
+    )
     _save(figure, path, plt)
 
 
@@ -142,10 +166,12 @@ def write_plots(rows: list[dict], runs: list[Run], folder: Path) -> list[Path]:
     plt = _pyplot()
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, draw, data in (("epoch_time.png", plot_epoch_time, rows),
-                             ("throughput_scaling.png", plot_throughput, rows),
-                             ("val_curves.png", plot_curves, runs),
-                             ("memory.png", plot_memory, rows)):  # fmt: skip
+    for name, draw, data in (
+        ("epoch_time.png", plot_epoch_time, rows),
+        ("throughput_scaling.png", plot_throughput, rows),
+        ("val_curves.png", plot_curves, runs),
+        ("memory.png", plot_memory, rows),
+    ):
         draw(data, folder / name, plt)
         written.append(folder / name)
     if plot_steps(runs, folder / "step_loss.png", plt):
@@ -153,14 +179,20 @@ def write_plots(rows: list[dict], runs: list[Run], folder: Path) -> list[Path]:
     return written
 
 
-def write_html(groups: list[tuple[dict, list[dict], list[Path]]], notes: list[str],
-               problems: list[str], path: Path) -> None:  # fmt: skip
+def write_html(
+    groups: list[tuple[dict, list[dict], list[Path]]],
+    notes: list[str],
+    problems: list[str],
+    path: Path,
+) -> None:
     """One file, pictures inlined, readable offline."""
-    parts = ["<!doctype html><meta charset='utf-8'><title>Distributed MNIST: torch vs tf</title>",
-             "<style>body{font-family:sans-serif;max-width:1150px;margin:auto}"
-             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #bbb;"
-             "padding:3px 6px;text-align:right}img{max-width:100%}</style>",
-             "<h1>Distributed MNIST: PyTorch vs TensorFlow</h1>"]  # fmt: skip
+    parts = [
+        "<!doctype html><meta charset='utf-8'><title>Distributed MNIST: torch vs tf</title>",
+        "<style>body{font-family:sans-serif;max-width:1150px;margin:auto}"
+        "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #bbb;"
+        "padding:3px 6px;text-align:right}img{max-width:100%}</style>",
+        "<h1>Distributed MNIST: PyTorch vs TensorFlow</h1>",
+    ]
     for key, rows, pictures in groups:
         title = ", ".join(f"{name} {value}" for name, value in key.items())
         lines = table_lines(rows)
@@ -185,8 +217,11 @@ def write_html(groups: list[tuple[dict, list[dict], list[Path]]], notes: list[st
 def write_markdown(groups, notes: list[str], problems: list[str], path: Path) -> None:
     out = ["# Distributed MNIST: PyTorch vs TensorFlow", ""]
     for key, rows, pictures in groups:
-        out += ["## " + ", ".join(f"{n} {v}" for n, v in key.items()), "", markdown_table(rows),
-                ""] + [f"- {note}" for note in footnotes(rows)] + [""]  # fmt: skip
+        out += (
+            ["## " + ", ".join(f"{n} {v}" for n, v in key.items()), "", markdown_table(rows), ""]
+            + [f"- {note}" for note in footnotes(rows)]
+            + [""]
+        )
         out += [f"![{p.stem}]({p.relative_to(path.parent)})" for p in pictures] + [""]
     out += [f"- not side by side: {note}" for note in notes]
     out += [f"- problem: {problem}" for problem in problems]

@@ -1,6 +1,7 @@
-"""Where a run's files go and where the run came from (provenance for the run_start record).
+"""A run's identity, options and records: its name and folder, where it came from (the
+run_start record), how each epoch went (epoch), and how it ended (run_end).
 
-Both frameworks call these with their own version strings; nothing here imports them.
+`common.loop` calls these for both frameworks; nothing here imports either of them.
 """
 
 from __future__ import annotations
@@ -8,12 +9,10 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import platform
-import signal
 import socket
 import subprocess
-import sys
 import time
-import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +20,7 @@ import numpy as np
 from common.cluster import ClusterSpec
 from common.config import Config
 from common.config_io import add_config_arguments, config_hash, save_config, to_dict
-from common.metrics import SCHEMA_VERSION, console_line, percentiles, time_to_target
+from common.metrics import SCHEMA_VERSION, percentiles, time_to_target
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -116,6 +115,7 @@ def run_start_record(
 
 def run_end_record(
     cfg: Config,
+    *,
     status: str,
     epochs: list[dict],
     total_time_s: float,
@@ -137,49 +137,80 @@ def run_end_record(
     }
 
 
-# ---- what both training programs share ---------------------------------------------------------
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EpochResult:
+    """One epoch's training, as the driver measured it."""
+
+    loss: float
+    """Mean training loss over the global batches of the epoch."""
+    time_s: float
+    """What the train clock read (see the framework's `train_clock`)."""
+    step_times: list[float]
+    lr: float
+    """The learning rate of the epoch's last step."""
+    steps: int
 
 
-class Aborted(Exception):
-    """SIGTERM or SIGINT arrived (a launcher stopping its ranks, SLURM preemption), or
-    --stop-after-epoch was reached."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Evaluation:
+    """The whole test set, summed over the ranks."""
+
+    loss: float
+    accuracy: float
+    time_s: float
 
 
-class Preempted(Aborted):
-    """SIGUSR1 (SLURM's warning before the time limit) arrived on some rank: the run
-    checkpointed at the end of the epoch and stops with PREEMPTED_EXIT, to be requeued."""
+def epoch_record(
+    *,
+    epoch: int,
+    trained: EpochResult,
+    evaluated: Evaluation,
+    global_batch: int,
+    clock: str,
+    elapsed_s: float,
+    memory: list[dict],
+) -> dict:
+    """The epoch record (1-based `epoch`); `clock` says what `train_time_s` covers."""
+    p50, p90 = percentiles(trained.step_times, [50, 90])
+    samples = trained.steps * global_batch
+    return {
+        "record": "epoch",
+        "time": utc_now(),
+        "epoch": epoch,
+        "train_loss": trained.loss,
+        "val_loss": evaluated.loss,
+        "val_accuracy": evaluated.accuracy,
+        "lr": trained.lr,
+        "steps": trained.steps,
+        "samples": samples,
+        "train_time_s": trained.time_s,
+        "train_clock": clock,
+        "eval_time_s": evaluated.time_s,
+        "samples_per_s": samples / trained.time_s,
+        "step_time_p50_s": p50,
+        "step_time_p90_s": p90,
+        "elapsed_s": elapsed_s,
+        "memory": memory,
+    }
 
 
-# The exit status of a preempted run: "try again later" (EX_TEMPFAIL). slurm/run_slurm.sh
-# requeues the job when its step ends with it.
-PREEMPTED_EXIT = 75
-_preemption = {"requested": False}
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunOptions:
+    """How this launch relates to the run's earlier launches (the training command line)."""
+
+    resume: bool = False
+    """Go on from the run's latest complete checkpoint; fail if there is none."""
+    auto_resume: bool = False
+    """Go on from the latest complete checkpoint if there is one, else start afresh."""
+    stop_after_epoch: int = 0
+    """Checkpoint after this epoch and stop (0: never)."""
 
 
-def _abort(signum: int, frame) -> None:
-    raise Aborted(f"stopped by signal {signal.Signals(signum).name}")
-
-
-def _request_preemption(signum: int, frame) -> None:
-    _preemption["requested"] = True
-
-
-def install_signal_handlers() -> None:
-    """SIGTERM and SIGINT raise `Aborted` in the training loop, so the run can write its run_end
-    record before it leaves. SIGUSR1 only asks for a checkpoint and a stop at the end of the
-    current epoch (`preemption_requested`), which every rank must agree on."""
-    signal.signal(signal.SIGTERM, _abort)
-    signal.signal(signal.SIGINT, _abort)
-    signal.signal(signal.SIGUSR1, _request_preemption)
-
-
-def preemption_requested() -> bool:
-    """Whether SIGUSR1 reached this process; reduce it over the ranks before acting on it."""
-    return _preemption["requested"]
-
-
-def parse_train_args(prog: str, description: str | None, argv: list[str] | None):
-    """The command line of `torch_impl.train` and `tf_impl.train` (the same on both sides)."""
+def parse_train_args(
+    prog: str, description: str | None, argv: list[str] | None
+) -> tuple[argparse.Namespace, RunOptions]:
+    """The command line of `torch_impl.train` and `tf_impl.train` (the same on both sides):
+    the config arguments for `config_io.config_from_args`, and the run options."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
     add_config_arguments(parser)
     parser.add_argument(
@@ -201,61 +232,12 @@ def parse_train_args(prog: str, description: str | None, argv: list[str] | None)
         help="like --resume when the run has a complete checkpoint, else start afresh "
         "(what a requeued SLURM job wants)",
     )
-    return parser.parse_args(argv)
-
-
-def epoch_record(
-    epoch: int,
-    trained: dict,
-    evaluated: tuple[float, float, float],
-    global_batch: int,
-    clock: str,
-    elapsed_s: float,
-    memory: list[dict],
-) -> dict:
-    """The epoch record from one epoch's training summary (`loss`, `time`, `step_times`, `lr`,
-    `steps`) and its evaluation (val loss, val accuracy, eval seconds)."""
-    val_loss, val_accuracy, eval_time = evaluated
-    p50, p90 = percentiles(trained["step_times"], [50, 90])
-    samples = trained["steps"] * global_batch
-    return {
-        "record": "epoch", "time": utc_now(), "epoch": epoch,
-        "train_loss": trained["loss"], "val_loss": val_loss, "val_accuracy": val_accuracy,
-        "lr": trained["lr"], "steps": trained["steps"], "samples": samples,
-        "train_time_s": trained["time"], "train_clock": clock,
-        "eval_time_s": eval_time, "samples_per_s": samples / trained["time"],
-        "step_time_p50_s": p50, "step_time_p90_s": p90,
-        "elapsed_s": elapsed_s, "memory": memory,
-    }  # fmt: skip
-
-
-def execute(cfg: Config, args, start, train, describe_failure) -> tuple[str, int]:
-    """Run one training program's body the same way on both sides: signal handlers, then
-    `start() -> (run_dir, writer or None)` and `train(run_dir, state)`; every way out
-    (success, --stop-after-epoch, preemption, a signal, a failure described by
-    `describe_failure(exception)`) ends with a run_end record from the chief.
-    Returns (status, exit code); the caller decides how to leave its process."""
-    install_signal_handlers()
-    state: dict = {"epochs": []}
-    status, error, code = "success", None, 0
-    started = time.perf_counter()
-    try:
-        run_dir, state["writer"] = start()
-        train(run_dir, state)
-    except Preempted as stop:
-        status, error, code = "aborted", str(stop), PREEMPTED_EXIT
-    except Aborted as stop:
-        status, error, code = "aborted", str(stop), 0 if args.stop_after_epoch else 143
-    except Exception as failure:  # a dead or hung peer surfaces here as a collective error
-        status, code = "failed", 1
-        error = describe_failure(failure)
-        print(f"error: {error}", file=sys.stderr)
-        traceback.print_exc()
-    writer = state.get("writer")
-    if writer:
-        end = run_end_record(cfg, status, state["epochs"], time.perf_counter() - started, error)
-        print(console_line(writer.write(end)), flush=True)
-        writer.close()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    return status, code
+    args = parser.parse_args(argv)
+    if args.stop_after_epoch < 0:
+        parser.error(
+            f"--stop-after-epoch must be 0 (never) or an epoch >= 1, got {args.stop_after_epoch}"
+        )
+    options = RunOptions(
+        resume=args.resume, auto_resume=args.auto_resume, stop_after_epoch=args.stop_after_epoch
+    )
+    return args, options

@@ -15,7 +15,6 @@ SPEC = ClusterSpec(
     node="localhost",
     master_addr="127.0.0.1",
     master_port=1,
-    gpus_per_node=0,
     launch_id="t",
     tf_ports=(2, 3),
 )
@@ -73,4 +72,4 @@ def write_run(path, epochs=((1, 0.85, 2.0), (2, 0.92, 4.0), (3, 0.95, 6.0))):
         writer.write(start_record())
         written = [writer.write(epoch_record(*e)) for e in epochs]
         writer.write({"record": "step", "epoch": 3, "step": 30, "loss": 0.3, "lr": 1e-3})
-        writer.write(run.run_end_record(CFG, "success", written, total_time_s=6.5))
+        writer.write(run.run_end_record(CFG, status="success", epochs=written, total_time_s=6.5))

@@ -1,11 +1,10 @@
-"""The TensorFlow baseline for the benchmark: a plain single-worker Keras loop.
+"""The TensorFlow baseline for the benchmark (`python -m common.bench`), in a process of its own.
 
-    python -m tf_impl.bench --model cnn [--train-limit 6400] [--repeats 3]
+    python -m tf_impl.bench --model cnn [--train-limit 6400] [--repeats 3] [--batch 64]
 
-A compiled step (forward, loss, gradients, optimizer) over the same preloaded, normalized
-arrays as the launched runs, with no strategy and no metrics; the second pass over the data is
-timed. Prints one JSON line {"model", "samples_per_s"}; `python -m torch_impl.bench` calls it
-for the TF column, so that torch is never imported beside TensorFlow.
+`plain loop`: a compiled step (forward, loss, gradients, optimizer) over the same preloaded,
+normalized arrays as the launched runs, with no strategy and no metrics; the second pass over
+the data is timed. Prints one JSON line {"model", "samples_per_s": {baseline: median samples/s}}.
 """
 
 from __future__ import annotations
@@ -23,10 +22,8 @@ from common import cluster, config_io, data
 from tf_impl.model import build_model
 from tf_impl.optim import build_optimizer
 
-BATCH = 64
 
-
-def plain_loop(model_name: str, images: tf.Tensor, labels: tf.Tensor) -> float:
+def plain_loop(model_name: str, images: tf.Tensor, labels: tf.Tensor, batch: int) -> float:
     cfg = config_io.load_config(None, [f"model.name={model_name}", "optim.name=adam"])
     model = build_model(cfg.model, seed=0)
     optimizer = build_optimizer(cfg.optim)
@@ -35,22 +32,23 @@ def plain_loop(model_name: str, images: tf.Tensor, labels: tf.Tensor) -> float:
     def step(batch_images, batch_labels):
         with tf.GradientTape() as tape:
             logits = model(batch_images, training=True)
-            loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
-                batch_labels, logits, from_logits=True))  # fmt: skip
+            loss = tf.reduce_mean(
+                keras.losses.sparse_categorical_crossentropy(batch_labels, logits, from_logits=True)
+            )
         gradients = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(list(zip(gradients, model.trainable_variables, strict=True)))
         return loss
 
-    steps = int(labels.shape[0]) // BATCH
+    steps = int(labels.shape[0]) // batch
     rng = np.random.default_rng(0)
     for _ in range(2):  # the second pass is timed, as the launched runs time their epoch 2
         order = rng.permutation(int(labels.shape[0]))
         start = time.perf_counter()
         for index in range(steps):
-            batch = tf.constant(order[index * BATCH : (index + 1) * BATCH])
-            float(step(tf.gather(images, batch), tf.gather(labels, batch)))
+            chosen = tf.constant(order[index * batch : (index + 1) * batch])
+            float(step(tf.gather(images, chosen), tf.gather(labels, chosen)))
         seconds = time.perf_counter() - start
-    return steps * BATCH / seconds
+    return steps * batch / seconds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,14 +56,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
     parser.add_argument("--train-limit", type=int, default=6400)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=64)
     args = parser.parse_args(argv)
     threads = cluster.threads_per_rank(1)
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     mnist = data.load_mnist()
     images = tf.constant(data.normalize(mnist.train_images[: args.train_limit])[..., np.newaxis])
     labels = tf.constant(mnist.train_labels[: args.train_limit].astype(np.int64))
-    speeds = [plain_loop(args.model, images, labels) for _ in range(args.repeats)]
-    print(json.dumps({"model": args.model, "samples_per_s": statistics.median(speeds)}))
+    speeds = [plain_loop(args.model, images, labels, args.batch) for _ in range(args.repeats)]
+    print(
+        json.dumps(
+            {"model": args.model, "samples_per_s": {"plain loop": statistics.median(speeds)}}
+        )
+    )
     return 0
 
 

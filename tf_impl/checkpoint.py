@@ -18,7 +18,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tf_impl.dist import DistInfo, barrier, gather_rows
+from common import collectives
+from tf_impl.dist import DistInfo, all_reduce_sum, barrier
 from tf_impl.model import get_weights
 
 
@@ -44,7 +45,10 @@ def _manager(run_dir: Path, model, optimizer, info: DistInfo) -> tf.train.Checkp
     return tf.train.CheckpointManager(_state(model, optimizer), str(directory), max_to_keep=2)
 
 
-def save_checkpoint(run_dir: Path, epoch: int, model, optimizer, info: DistInfo, extras: dict):
+def save_checkpoint(
+    run_dir: Path, epoch: int, *, model, optimizer, info: DistInfo, extras: dict
+) -> Path:
+    """Save after `epoch` epochs (collective: every worker calls it); the marker's path."""
     manager = _manager(run_dir, model, optimizer, info)
     path = manager.save(checkpoint_number=epoch)
     barrier(info)
@@ -57,6 +61,7 @@ def save_checkpoint(run_dir: Path, epoch: int, model, optimizer, info: DistInfo,
     else:
         shutil.rmtree(manager.directory, ignore_errors=True)
     barrier(info)
+    return checkpoint_root(run_dir) / f"epoch-{epoch:04d}.json"
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
@@ -68,22 +73,29 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return None
 
 
-def load_checkpoint(marker: Path, model, optimizer, info: DistInfo) -> dict:
-    """Restore model and optimizer (built first, so nothing is restored lazily); the extras."""
-    extras = json.loads(marker.read_text(encoding="utf-8"))
+def load_checkpoint(path: Path, *, model, optimizer, info: DistInfo) -> dict:
+    """Restore model and optimizer (built first, so nothing is restored lazily) from the
+    checkpoint whose marker is `path`; the extras."""
+    extras = json.loads(path.read_text(encoding="utf-8"))
     _state(model, optimizer).restore(
-        str(marker.parent / extras["checkpoint"])
+        str(path.parent / extras["checkpoint"])
     ).assert_existing_objects_matched()
     return extras
 
 
-def export_model(model: keras.Model, name: str, run_dir: Path, info: DistInfo) -> Path:
+def export_model(model: keras.Model, run_dir: Path, info: DistInfo) -> Path:
     """The final weights in the canonical (torch) layout as `model.npz`, written by the chief:
     the same names and shapes as torch_impl's model.pt, so the two can be compared directly.
     Mirrored training must leave every worker with the same weights: checked, bit for bit."""
-    canonical = get_weights(model, name)
+    canonical = get_weights(model, model.name)  # build_model names the model after the config
     digest = zlib.crc32(b"".join(array.tobytes() for array in canonical.values()))
-    digests = [int(value) for value in gather_rows([digest], info)[:, 0]]
+    digests = collectives.gather_rows(
+        [digest],
+        rank=info.rank,
+        world_size=info.world_size,
+        all_reduce_sum=lambda values: all_reduce_sum(values, info),
+    )[:, 0]
+    digests = [int(value) for value in digests]
     if len(set(digests)) != 1:
         raise RuntimeError(f"the workers hold different weights after training: crc32 {digests}")
     path = run_dir / "model.npz"

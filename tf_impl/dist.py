@@ -1,9 +1,10 @@
 """Bring up MultiWorkerMirroredStrategy from the `common` cluster description.
 
-TF_CONFIG is written here, from `ClusterSpec.tf_config()`, before TensorFlow does anything else;
-every rank is one worker with one device (a GPU picked by local rank, or the CPU). Start-up is
-bounded twice: the ranks first meet in `common.rendezvous` (retried, names a missing worker), and
-TensorFlow's coordination service then gets dist.startup_timeout_s to register everyone.
+TF_CONFIG is set (by `common.cluster.write_tf_config`, its one writer) before TensorFlow does
+anything else; every rank is one worker with one device (a GPU picked by local rank, or the
+CPU). Start-up is bounded twice: the ranks first meet in `common.rendezvous` (retried, names
+a missing worker), and TensorFlow's coordination service then gets dist.startup_timeout_s to
+register everyone.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ COMMUNICATION = {
 class DistInfo(cluster.RankView):
     spec: cluster.ClusterSpec
     strategy: tf.distribute.Strategy
-    device: str  # "cpu" or "gpu"
-    device_name: str  # what the worker runs on, e.g. "cpu" or the GPU's name
+    device: str  # TensorFlow's name of the worker's one device: "GPU:0" or "CPU:0"
+    device_type: str  # "cpu" or "gpu"
+    device_name: str  # "cpu" or the GPU's name
     compiled: dict = field(default_factory=dict, compare=False)  # tf.functions made once
 
     @property
@@ -55,7 +57,7 @@ def pick_device(cfg: Config, spec: cluster.ClusterSpec) -> tuple[str, str]:
     return "gpu", details.get("device_name", gpu.name)
 
 
-def configure_coordination(cfg: Config, spec: cluster.ClusterSpec) -> None:
+def _configure_coordination(cfg: Config, spec: cluster.ClusterSpec) -> None:
     """TensorFlow's own start-up deadline: all workers register within dist.startup_timeout_s
     (with a barrier), instead of the default of waiting forever."""
     from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
@@ -72,36 +74,34 @@ def configure_coordination(cfg: Config, spec: cluster.ClusterSpec) -> None:
     ctx.coordination_service.cluster_register_with_barrier = True
 
 
-def setup_distributed(cfg: Config) -> DistInfo:
-    """Read the launch environment, write TF_CONFIG, meet the peers, build the strategy."""
-    spec = cluster.from_environment()
+def setup_distributed(cfg: Config, spec: cluster.ClusterSpec) -> DistInfo:
+    """Set TF_CONFIG, take this worker's device and its share of the cores, meet the peers,
+    build the strategy."""
     cfg.train.global_batch_size(spec.world_size)  # fails early on a batch that does not split
-    if spec.world_size > 1:
-        os.environ["TF_CONFIG"] = spec.tf_config_json()
-    else:  # one worker: no gRPC server, no coordination service
-        os.environ.pop("TF_CONFIG", None)
-    device, device_name = pick_device(cfg, spec)
+    cluster.write_tf_config(spec, os.environ)
+    device_type, device_name = pick_device(cfg, spec)
     threads = cluster.threads_per_rank(spec.local_world_size)
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(min(2, threads))
     if spec.world_size > 1:
         rendezvous.wait_for_peers(spec, cfg.dist.startup_timeout_s, cfg.dist.startup_retries)
-        configure_coordination(cfg, spec)
+        _configure_coordination(cfg, spec)
     options = tf.distribute.experimental.CommunicationOptions(
         implementation=COMMUNICATION[cfg.tf.communication],
         timeout_seconds=cfg.dist.timeout_s,
     )
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
-    return DistInfo(spec, strategy, device, device_name)
+    device = "GPU:0" if device_type == "gpu" else "CPU:0"  # the one device left visible
+    return DistInfo(spec, strategy, device, device_type, device_name)
 
 
-def leave_together(cfg: Config, info: DistInfo) -> None:
+def leave_together(info: DistInfo, timeout_s: float) -> None:
     """Return once every worker has finished its last collective. A worker whose last
     all-reduce has returned may still be serving buffers that a peer pulls (RecvBuf), so
     leaving at once broke the peer's reduce ("Socket closed"). So the workers meet once more
     over plain TCP (`common.rendezvous`), which they reach only after all their own work."""
     if info.distributed:
-        rendezvous.wait_for_peers(info.spec, cfg.dist.timeout_s, attempts=1)
+        rendezvous.wait_for_peers(info.spec, timeout_s, attempts=1)
 
 
 def _all_reduce_fn(info: DistInfo):
@@ -129,13 +129,6 @@ def all_reduce_sum(values: np.ndarray, info: DistInfo) -> np.ndarray:
     return info.strategy.experimental_local_results(reduced)[0].numpy()
 
 
-def gather_rows(row: list[float], info: DistInfo) -> np.ndarray:
-    """Every worker's `row` (numbers below 2**53), as a [world, len(row)] array on all workers."""
-    table = np.zeros((info.world_size, len(row)))
-    table[info.rank] = row
-    return all_reduce_sum(table, info)
-
-
 def barrier(info: DistInfo) -> None:
     """A collective every worker must reach (a sum of ones), checked."""
     if info.distributed:
@@ -144,17 +137,5 @@ def barrier(info: DistInfo) -> None:
             raise RuntimeError(f"barrier: {int(arrived)} of {info.world_size} workers arrived")
 
 
-TEXT_BYTES = 256  # longest text exchanged between workers (run names, device descriptions)
-
-
-def gather_texts(text: str, info: DistInfo) -> list[str]:
-    """Every worker's `text` (UTF-8, up to TEXT_BYTES bytes), in rank order, on all workers."""
-    encoded = text.encode()[:TEXT_BYTES]
-    row = list(encoded) + [0] * (TEXT_BYTES - len(encoded))
-    table = gather_rows(row, info).astype(np.uint8)
-    return [bytes(row).rstrip(b"\0").decode(errors="replace") for row in table]
-
-
-def broadcast_text(text: str, info: DistInfo) -> str:
-    """The chief's `text` on every worker."""
-    return gather_texts(text, info)[0]
+def synchronize(info: DistInfo) -> None:
+    """Nothing to wait for: every step's loss is fetched to the host, which waits for it."""

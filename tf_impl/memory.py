@@ -9,6 +9,8 @@ import resource
 import numpy as np
 import tensorflow as tf
 
+from common.memory import MemoryUse
+
 
 def _bytes(variables) -> int:
     return sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in variables)
@@ -26,34 +28,20 @@ def state_bytes(model, optimizer) -> dict[str, int]:
 
 
 def reset_peak(device: str) -> None:
-    if device == "gpu":
-        tf.config.experimental.reset_memory_stats("GPU:0")
+    """`device`: TensorFlow's name of the worker's device, "GPU:0" or "CPU:0"."""
+    if device.startswith("GPU"):
+        tf.config.experimental.reset_memory_stats(device)
 
 
 def peak(device: str) -> tuple[int, str]:
     """(bytes, what they count): TensorFlow's allocator peak on the GPU since the last reset,
     else the process's peak resident set since it started (Linux reports ru_maxrss in KiB)."""
-    if device == "gpu":
-        used = tf.config.experimental.get_memory_info("GPU:0")["peak"]
+    if device.startswith("GPU"):
+        used = tf.config.experimental.get_memory_info(device)["peak"]
         return int(used), "tf.config.experimental.get_memory_info peak"
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "process peak RSS"
 
 
-MEMORY_FIELDS = ("peak_bytes", "param_bytes", "grad_bytes", "optim_bytes")
-
-
-def memory_row(device: str, model, optimizer) -> list[float]:
-    """This worker's numbers in MEMORY_FIELDS order, for `dist.gather_rows`."""
-    peak_bytes, _ = peak(device)
-    held = state_bytes(model, optimizer)
-    return [peak_bytes, held["param_bytes"], held["grad_bytes"], held["optim_bytes"]]
-
-
-def memory_entries(table: np.ndarray, device: str) -> list[dict]:
-    """The gathered rows as the metrics' memory entries, one per rank."""
-    counts = peak(device)[1]
-    return [
-        {"rank": rank, "peak_counts": counts,
-         **{name: int(value) for name, value in zip(MEMORY_FIELDS, row, strict=True)}}
-        for rank, row in enumerate(table)
-    ]  # fmt: skip
+def memory_use(device: str, model, optimizer) -> MemoryUse:
+    peak_bytes, counts = peak(device)
+    return MemoryUse(peak_bytes=peak_bytes, peak_counts=counts, **state_bytes(model, optimizer))

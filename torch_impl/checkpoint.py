@@ -25,15 +25,15 @@ from torch_impl.dist import DistInfo, barrier
 COMPLETE = "complete.json"
 
 
-def checkpoint_dir(run_dir: Path, epoch: int) -> Path:
-    return run_dir / "checkpoints" / f"epoch-{epoch:04d}"
+def checkpoint_root(run_dir: Path) -> Path:
+    return run_dir / "checkpoints"
 
 
 def save_checkpoint(
-    run_dir: Path, epoch: int, model: nn.Module, optimizer, info: DistInfo, extras: dict
+    run_dir: Path, epoch: int, *, model: nn.Module, optimizer, info: DistInfo, extras: dict
 ) -> Path:
     """Save after `epoch` epochs (collective: every rank calls it)."""
-    path = checkpoint_dir(run_dir, epoch)
+    path = checkpoint_root(run_dir) / f"epoch-{epoch:04d}"
     model_state, optim_state = get_state_dict(model, optimizer)
     dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=path)
     torch.save(torch.get_rng_state(), path / f"rng-rank{info.rank}.pt")
@@ -47,11 +47,11 @@ def save_checkpoint(
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
-    complete = sorted((run_dir / "checkpoints").glob(f"epoch-*/{COMPLETE}"))
+    complete = sorted(checkpoint_root(run_dir).glob(f"epoch-*/{COMPLETE}"))
     return complete[-1].parent if complete else None
 
 
-def load_checkpoint(path: Path, model: nn.Module, optimizer, info: DistInfo) -> dict:
+def load_checkpoint(path: Path, *, model: nn.Module, optimizer, info: DistInfo) -> dict:
     """Restore model, optimizer and this rank's RNG; return the chief's extras."""
     model_state, optim_state = get_state_dict(model, optimizer)
     state = {"model": model_state, "optim": optim_state}

@@ -11,18 +11,20 @@ import datetime as dt
 import time
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.distributed as torch_dist
 
 from common import cluster
 from common.config import Config
-from torch_impl.parallel import check_options
 
 
 @dataclass(frozen=True)
 class DistInfo(cluster.RankView):
     spec: cluster.ClusterSpec
     device: torch.device
+    device_type: str  # "cpu" or "gpu"
+    device_name: str  # "cpu" or the GPU's name
     backend: str | None  # None: one process, no process group
     store: object = None  # the rendezvous TCPStore; the chief's process serves it
 
@@ -40,16 +42,19 @@ def pick_device(cfg: Config, spec: cluster.ClusterSpec) -> torch.device:
     return torch.device("cuda", spec.local_rank % torch.cuda.device_count())
 
 
-def setup_distributed(cfg: Config) -> DistInfo:
-    """Read the launch environment, check the options, join the process group."""
-    spec = cluster.from_environment()
+def setup_distributed(cfg: Config, spec: cluster.ClusterSpec) -> DistInfo:
+    """Take this rank's device and its share of the cores, join the process group."""
     device = pick_device(cfg, spec)
-    check_options(cfg, spec.world_size, cuda=device.type == "cuda")
     torch.set_num_threads(cluster.threads_per_rank(spec.local_world_size))
-    if device.type == "cuda":
+    on_gpu = device.type == "cuda"
+    if on_gpu:
         torch.cuda.set_device(device)
+    described = {
+        "device_type": "gpu" if on_gpu else "cpu",
+        "device_name": torch.cuda.get_device_name(device) if on_gpu else "cpu",
+    }
     if cfg.torch.strategy == "single":
-        return DistInfo(spec, device, backend=None)
+        return DistInfo(spec, device, **described, backend=None)
     backend = torch_dist.get_default_backend_for_device(device)
     # The rendezvous waits dist.startup_timeout_s for every rank to join; collectives after it
     # wait dist.timeout_s.
@@ -76,31 +81,18 @@ def setup_distributed(cfg: Config) -> DistInfo:
         timeout=dt.timedelta(seconds=cfg.dist.timeout_s),
         device_id=device if device.type == "cuda" else None,
     )
-    return DistInfo(spec, device, backend, store)
+    return DistInfo(spec, device, **described, backend=backend, store=store)
 
 
-def all_reduce_sum(values: torch.Tensor, info: DistInfo) -> torch.Tensor:
-    """Sum over ranks (in place); a no-op for one process."""
-    if info.distributed:
-        torch_dist.all_reduce(values, op=torch_dist.ReduceOp.SUM)
-    return values
-
-
-def all_gather_objects(value: object, info: DistInfo) -> list:
+def all_reduce_sum(values: np.ndarray, info: DistInfo) -> np.ndarray:
+    """The float64 sum of `values` over the ranks, on every rank (a copy for one process).
+    The sum runs on the rank's device: NCCL reduces CUDA tensors only."""
+    local = np.array(values, dtype=np.float64)
     if not info.distributed:
-        return [value]
-    gathered: list = [None] * info.world_size
-    torch_dist.all_gather_object(gathered, value)
-    return gathered
-
-
-def broadcast_object(value: object, info: DistInfo) -> object:
-    """The chief's `value` on every rank."""
-    if not info.distributed:
-        return value
-    box = [value]
-    torch_dist.broadcast_object_list(box, src=0)
-    return box[0]
+        return local
+    tensor = torch.from_numpy(local).to(info.device)
+    torch_dist.all_reduce(tensor, op=torch_dist.ReduceOp.SUM)
+    return tensor.cpu().numpy()
 
 
 def barrier(info: DistInfo) -> None:
@@ -108,15 +100,16 @@ def barrier(info: DistInfo) -> None:
         torch_dist.barrier()
 
 
-def synchronize(device: torch.device) -> None:
+def synchronize(info: DistInfo) -> None:
     """Wait for queued device work, so that a clock reading means what it says."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    if info.device.type == "cuda":
+        torch.cuda.synchronize(info.device)
 
 
-def teardown(info: DistInfo, timeout_s: float = 30.0) -> None:
-    """Leave together. The chief serves the store, so it exits only after every rank has
-    destroyed its process group (otherwise a late rank can abort inside its teardown)."""
+def leave_together(info: DistInfo, timeout_s: float) -> None:
+    """Return once every rank has finished its collectives. The chief serves the rendezvous
+    store, so it leaves only after every rank has destroyed its process group (otherwise a
+    late rank aborts inside its teardown); after that, no collective works."""
     if not (info.distributed and torch_dist.is_initialized()):
         return
     torch_dist.barrier()

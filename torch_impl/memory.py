@@ -9,6 +9,8 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 
+from common.memory import MemoryUse
+
 
 def _local_bytes(tensor: torch.Tensor) -> int:
     local = tensor.to_local() if isinstance(tensor, DTensor) else tensor
@@ -43,7 +45,6 @@ def peak(device: torch.device) -> tuple[int, str]:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "process peak RSS"
 
 
-def memory_entry(rank: int, device: torch.device, model, optimizer) -> dict:
+def memory_use(device: torch.device, model: nn.Module, optimizer) -> MemoryUse:
     peak_bytes, counts = peak(device)
-    return {"rank": rank, "peak_bytes": peak_bytes, "peak_counts": counts,
-            **state_bytes(model, optimizer)}  # fmt: skip
+    return MemoryUse(peak_bytes=peak_bytes, peak_counts=counts, **state_bytes(model, optimizer))

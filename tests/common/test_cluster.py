@@ -74,11 +74,14 @@ def slurm_env(procid, localid, node, **extra):
 def test_spec_and_tf_config_from_a_slurm_step():
     spec = cluster.from_environment(slurm_env(3, 1, "gpu-02"))
     assert (spec.launcher, spec.rank, spec.local_rank, spec.world_size) == ("slurm", 3, 1, 7)
-    assert spec.node == "gpu-02" and spec.local_world_size == 2 and spec.gpus_per_node == 2
-    assert spec.nodes == ("gpu-01", "gpu-02", "gpu-03", "gpu-7")
+    assert spec.node == "gpu-02" and spec.local_world_size == 2
+    assert spec.hosts == ("gpu-01",) * 2 + ("gpu-02",) * 2 + ("gpu-03",) * 2 + ("gpu-7",)
+    assert spec.launch_id == "job123456"
     base = cluster.slurm_port_base("123456")
     assert (spec.master_addr, spec.master_port) == ("gpu-01", base)
-    config = json.loads(spec.tf_config_json())
+    environ = {}
+    cluster.write_tf_config(spec, environ)
+    config = json.loads(environ["TF_CONFIG"])
     assert config["task"] == {"type": "worker", "index": 3}
     assert config["cluster"]["worker"] == [
         f"gpu-01:{base + 1}",
@@ -151,5 +154,10 @@ def test_no_launcher_means_one_local_process():
     spec = cluster.from_environment({})
     assert (spec.launcher, spec.rank, spec.world_size, spec.is_chief) == ("single", 0, 1, True)
     assert spec.tf_config()["cluster"]["worker"] == [f"localhost:{spec.tf_ports[0]}"]
-    assert spec.gpus_per_node == 0
-    assert cluster.from_environment({"CUDA_VISIBLE_DEVICES": "0,1,2"}).gpus_per_node == 3
+
+
+def test_one_process_gets_no_tf_config():
+    """One worker must not start TensorFlow's gRPC server: TF_CONFIG is removed, not written."""
+    environ = {"TF_CONFIG": "{}"}
+    cluster.write_tf_config(cluster.from_environment({}), environ)
+    assert "TF_CONFIG" not in environ

@@ -79,7 +79,7 @@ def test_wrong_schema_version_and_missing_file(tmp_path):
 def test_diverged_loss_is_allowed_but_status_is_checked(tmp_path):
     writer = metrics.MetricsWriter(tmp_path / "m.jsonl")
     writer.write({**epoch_record(1, 0.1, 1.0), "train_loss": float("nan")})
-    end = run.run_end_record(CFG, "crashed", [], 1.0)
+    end = run.run_end_record(CFG, status="crashed", epochs=[], total_time_s=1.0)
     with pytest.raises(metrics.MetricsError, match="'status' is 'crashed'"):
         writer.write(end)
 

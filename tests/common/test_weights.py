@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from common import data, reference, weights
+from common import data, weights
+from tests import reference
 
 
 @pytest.mark.parametrize("model", ["mlp", "cnn"])

@@ -7,10 +7,11 @@ import tensorflow as tf
 import torch
 
 import torch_impl.optim as torch_optim
-from common import config_io, reference, weights
+from common import config_io, weights
 from common.cluster import ClusterSpec
 from common.config import OptimConfig
 from common.data import normalize
+from tests import reference
 from tf_impl.data import build_dataset
 from tf_impl.dist import DistInfo
 from tf_impl.model import build_model, get_weights
@@ -63,10 +64,18 @@ def test_optimizers_step_exactly_as_torch_optim(optim):
 
 
 def _info(world: int, rank: int) -> DistInfo:
-    spec = ClusterSpec(launcher="local", rank=rank, local_rank=rank, world_size=world,
-                       local_world_size=world, hosts=("localhost",) * world, node="localhost",
-                       master_addr="127.0.0.1", master_port=1, gpus_per_node=0)  # fmt: skip
-    return DistInfo(spec, tf.distribute.get_strategy(), "cpu", "cpu")
+    spec = ClusterSpec(
+        launcher="local",
+        rank=rank,
+        local_rank=rank,
+        world_size=world,
+        local_world_size=world,
+        hosts=("localhost",) * world,
+        node="localhost",
+        master_addr="127.0.0.1",
+        master_port=1,
+    )
+    return DistInfo(spec, tf.distribute.get_strategy(), "CPU:0", "cpu", "cpu")
 
 
 def test_tensor_and_loader_pipelines_give_the_same_batches_in_plan_order(mnist):

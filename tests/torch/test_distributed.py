@@ -34,13 +34,23 @@ def strategy_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("strategies")
     runs = {}
     for strategy, nproc in (("ddp", 2), ("fsdp2", 2), ("fsdp1", 2), ("single", 0)):
-        settings = [*SMALL, "model.name=cnn", "model.dropout=false", "optim.name=sgd",
-                    "optim.lr=0.05", "optim.momentum=0.9", f"torch.strategy={strategy}",
-                    "torch.auto_wrap_min_params=1000", "output.save_model=true",
-                    "train.log_every_steps=1",
-                    f"output.dir={root}", f"output.run_name={strategy}"]  # fmt: skip
-        done = subprocess.run(train_command(nproc, settings, []), capture_output=True, text=True,
-                              timeout=600)  # fmt: skip
+        settings = [
+            *SMALL,
+            "model.name=cnn",
+            "model.dropout=false",
+            "optim.name=sgd",
+            "optim.lr=0.05",
+            "optim.momentum=0.9",
+            f"torch.strategy={strategy}",
+            "torch.auto_wrap_min_params=1000",
+            "output.save_model=true",
+            "train.log_every_steps=1",
+            f"output.dir={root}",
+            f"output.run_name={strategy}",
+        ]
+        done = subprocess.run(
+            train_command(nproc, settings, []), capture_output=True, text=True, timeout=600
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         runs[strategy] = root / strategy
     return runs
@@ -110,17 +120,26 @@ def test_stop_resume_finish_equals_an_uninterrupted_run(run_torch):
     run_torch("parts", 2, *common, extra=["--resume"])
     whole, parts = final_weights(run_dir.parent / "whole"), final_weights(run_dir)
     assert max_difference(whole, parts) == 0.0  # dropout on: RNG state came back too
-    statuses = [r["status"] for r in metrics.read_metrics(run_dir / "metrics.jsonl")
-                if r["record"] == "run_end"]  # fmt: skip
+    statuses = [
+        r["status"]
+        for r in metrics.read_metrics(run_dir / "metrics.jsonl")
+        if r["record"] == "run_end"
+    ]
     assert statuses == ["aborted", "success"]
-    row = compare.summarize(metrics.read_metrics(run_dir / "metrics.jsonl"))
-    assert (row["epochs"], row["status"]) == (3, "success")
+    resumed = compare.Run(str(run_dir), metrics.read_metrics(run_dir / "metrics.jsonl"))
+    assert (len(resumed.epochs), resumed.summary()["status"]) == (3, "success")
 
 
 def test_a_killed_rank_makes_the_other_fail_within_the_timeout(tmp_path):
-    settings = [*SMALL, "data.train_limit=60000", "train.epochs=1", "train.log_every_steps=1",
-                "dist.timeout_s=20", f"output.dir={tmp_path}",
-                "output.run_name=killed"]  # fmt: skip
+    settings = [
+        *SMALL,
+        "data.train_limit=60000",
+        "train.epochs=1",
+        "train.log_every_steps=1",
+        "dist.timeout_s=20",
+        f"output.dir={tmp_path}",
+        "output.run_name=killed",
+    ]
     metrics_file = tmp_path / "killed" / "metrics.jsonl"
     output, code, waited = kill_second_rank_mid_training("torch_impl.train", settings, metrics_file)
     assert waited < 20 + 5
@@ -134,8 +153,9 @@ def test_a_peer_that_never_starts_fails_the_rendezvous_in_time(tmp_path):
     settings = [*SMALL, "dist.startup_timeout_s=3", f"output.dir={tmp_path}"]
     env = rank_environments(2, dict(os.environ))[0]  # rank 0 of 2; rank 1 is never started
     start = time.monotonic()
-    done = subprocess.run(train_command(0, settings, []), env=env, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        train_command(0, settings, []), env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 1 and time.monotonic() - start < 30
     assert "not all 2 ranks reached the rendezvous" in done.stderr
     assert "dist.startup_timeout_s=3 s" in done.stderr

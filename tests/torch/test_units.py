@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from common import config_io, reference, weights
+from common import config_io, weights
 from common.cluster import ClusterSpec
 from common.data import normalize
 from common.optim import learning_rate
+from tests import reference
 from torch_impl.data import build_dataset
 from torch_impl.dist import DistInfo
 from torch_impl.model import build_model
@@ -26,10 +27,18 @@ def test_model_starts_from_the_shared_weights(name, mnist):
 
 
 def _info(world: int, rank: int) -> DistInfo:
-    spec = ClusterSpec(launcher="local", rank=rank, local_rank=rank, world_size=world,
-                       local_world_size=world, hosts=("localhost",) * world, node="localhost",
-                       master_addr="127.0.0.1", master_port=1, gpus_per_node=0)  # fmt: skip
-    return DistInfo(spec, torch.device("cpu"), backend="gloo")
+    spec = ClusterSpec(
+        launcher="local",
+        rank=rank,
+        local_rank=rank,
+        world_size=world,
+        local_world_size=world,
+        hosts=("localhost",) * world,
+        node="localhost",
+        master_addr="127.0.0.1",
+        master_port=1,
+    )
+    return DistInfo(spec, torch.device("cpu"), "cpu", "cpu", backend="gloo")
 
 
 def test_tensor_and_loader_pipelines_give_the_same_batches(mnist):
@@ -45,20 +54,27 @@ def test_tensor_and_loader_pipelines_give_the_same_batches(mnist):
             assert torch.equal(images_a, images_b) and torch.equal(labels_a, labels_b)
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["torch.strategy=single"], "torch.strategy=single runs one process, but 2 were launched"),
-    (["torch.strategy=ddp", "torch.cpu_offload=true"], "torch.cpu_offload=True is an FSDP option"),
-    (["torch.strategy=ddp", "torch.mixed_precision=bf16"], "is an FSDP option"),
-    (["torch.strategy=fsdp2", "torch.sharding=no_shard"], "use torch.strategy=ddp"),
-    (["torch.strategy=fsdp2", "torch.cpu_offload=true"], "set torch.pin_memory=false"),
-    (["torch.strategy=fsdp1", "torch.mixed_precision=fp16"], "fp16 needs a GPU"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["torch.strategy=single"], "torch.strategy=single runs one process, but 2 were launched"),
+        (
+            ["torch.strategy=ddp", "torch.cpu_offload=true"],
+            "torch.cpu_offload=True is an FSDP option",
+        ),
+        (["torch.strategy=ddp", "torch.mixed_precision=bf16"], "is an FSDP option"),
+        (["torch.strategy=fsdp2", "torch.sharding=no_shard"], "use torch.strategy=ddp"),
+        (["torch.strategy=fsdp2", "torch.cpu_offload=true"], "set torch.pin_memory=false"),
+        (["torch.strategy=fsdp1", "torch.mixed_precision=fp16"], "fp16 needs a GPU"),
+    ],
+)
 def test_options_that_do_not_combine_are_refused(overrides, message):
     with pytest.raises(ValueError, match=message):
         check_options(config_io.load_config(None, overrides), world_size=2, cuda=False)
     # and pin_memory=false makes CPU offload acceptable
-    ok = config_io.load_config(None, ["torch.strategy=fsdp2", "torch.cpu_offload=true",
-                                      "torch.pin_memory=false"])  # fmt: skip
+    ok = config_io.load_config(
+        None, ["torch.strategy=fsdp2", "torch.cpu_offload=true", "torch.pin_memory=false"]
+    )
     check_options(ok, world_size=2, cuda=False)
 
 
@@ -80,7 +96,9 @@ def test_the_torch_side_imports_no_tensorflow():
     import subprocess
     import sys
 
-    probe = ("import sys, torch_impl.train, torch_impl.bench; "
-             "print([m for m in ('tensorflow', 'keras') if m in sys.modules])")  # fmt: skip
+    probe = (
+        "import sys, torch_impl.train, torch_impl.bench, common.bench; "
+        "print([m for m in ('tensorflow', 'keras') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -1,0 +1,207 @@
+"""The epoch driver (`common.loop`) with a third, framework-free trainer: a numpy softmax
+regression that fills the same contract as torch_impl's and tf_impl's. Its resume, stop rules,
+preemption, step records and failures are the driver's, so they are tested here once."""
+
+import json
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from common import cluster, config_io, loop, metrics
+from common.memory import MemoryUse
+from common.run import RunOptions
+
+
+class NumpyTrainer:
+    framework, framework_version, strategy, precision = "numpy", np.__version__, "single", "fp64"
+    train_clock = "numpy steps"
+    device_type = device_name = "cpu"
+    steps_per_epoch, global_batch = 4, 16
+
+    def __init__(self, fail_at_step=None, preempt_at_step=None):
+        self.spec = cluster.from_environment({})
+        self.fail_at_step, self.preempt_at_step = fail_at_step, preempt_at_step
+        self.steps_taken = 0
+
+    def versions(self):
+        return {}
+
+    def all_reduce_sum(self, values):
+        return np.array(values, dtype=np.float64)  # one rank: the sum is the value
+
+    def barrier(self):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def build(self):
+        data = np.random.default_rng(0)
+        self.x = data.normal(size=(64, 4))
+        self.y = (self.x[:, 0] + 0.5 * self.x[:, 1] > 0).astype(int)
+        self.w = np.zeros((4, 2))
+        self.noise = np.random.default_rng(1)  # stands for dropout: its state is checkpointed
+
+    def train_batches(self, epoch):
+        order = np.random.default_rng(100 + epoch).permutation(64)
+        for step in range(self.steps_per_epoch):
+            yield order[step * 16 : (step + 1) * 16]
+
+    def _loss_and_gradient(self, index):
+        logits = self.x[index] @ self.w
+        logits -= logits.max(axis=1, keepdims=True)
+        p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+        loss = -np.log(p[np.arange(len(index)), self.y[index]]).mean()
+        p[np.arange(len(index)), self.y[index]] -= 1
+        return loss, self.x[index].T @ p / len(index)
+
+    def train_step(self, batch, lr):
+        self.steps_taken += 1
+        if self.steps_taken == self.fail_at_step:
+            raise ValueError("a step broke")
+        if self.steps_taken == self.preempt_at_step:
+            os.kill(os.getpid(), signal.SIGUSR1)  # SLURM's warning, to this very process
+        loss, gradient = self._loss_and_gradient(batch)
+        self.w -= lr * 100 * gradient * self.noise.uniform(0.5, 1.5)
+        return loss
+
+    def evaluate(self):
+        loss, _ = self._loss_and_gradient(np.arange(64))
+        return float(loss), float(((self.x @ self.w).argmax(axis=1) == self.y).mean())
+
+    def reset_peak_memory(self):
+        pass
+
+    def memory_use(self):
+        held = self.w.nbytes
+        return MemoryUse(
+            peak_bytes=0, peak_counts="nothing", param_bytes=held, grad_bytes=held, optim_bytes=0
+        )
+
+    def checkpoint_root(self, run_dir):
+        return run_dir / "checkpoints"
+
+    def latest_checkpoint(self, run_dir):
+        markers = sorted(self.checkpoint_root(run_dir).glob("epoch-*.json"))
+        return markers[-1] if markers else None
+
+    def save_checkpoint(self, run_dir, epoch, extras):
+        root = self.checkpoint_root(run_dir)
+        root.mkdir(parents=True, exist_ok=True)
+        np.save(root / f"epoch-{epoch:04d}.npy", self.w)
+        state = {"epoch": epoch, "noise": self.noise.bit_generator.state, **extras}
+        (root / f"epoch-{epoch:04d}.json").write_text(json.dumps(state))
+
+    def load_checkpoint(self, path):
+        extras = json.loads(path.read_text())
+        self.w = np.load(path.with_suffix(".npy"))
+        self.noise.bit_generator.state = extras["noise"]
+        return extras
+
+    def export_model(self, run_dir):
+        np.save(run_dir / "model.npy", self.w)
+        return run_dir / "model.npy"
+
+    def leave_together(self):
+        pass
+
+    def describe_failure(self, failure):
+        return f"rank 0: {type(failure).__name__}: {failure}"
+
+
+@pytest.fixture(autouse=True)
+def keep_signal_handlers():
+    """execute() installs the run's handlers; give pytest its own back afterwards."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def run(tmp_path, name, trainer=None, options=None, *overrides):
+    cfg = config_io.load_config(
+        None,
+        [
+            f"output.dir={tmp_path}",
+            f"output.run_name={name}",
+            "train.epochs=3",
+            "train.log_every_steps=3",
+            "output.save_model=true",
+            "optim.lr=0.05",
+            *overrides,
+        ],
+    )
+    status, code = loop.execute(cfg, options or RunOptions(), trainer or NumpyTrainer())
+    return status, code, metrics.read_metrics(tmp_path / name / "metrics.jsonl")
+
+
+def kinds(records):
+    return [r["record"] for r in records]
+
+
+def test_a_whole_run_writes_every_record(tmp_path):
+    status, code, records = run(tmp_path, "whole")
+    assert (status, code) == ("success", 0)
+    assert kinds(records).count("epoch") == 3 and kinds(records)[0] == "run_start"
+    steps = [r["step"] for r in records if r["record"] == "step"]
+    assert steps == [3, 6, 9, 12]  # global step numbers across epochs
+    assert records[-1]["epochs_completed"] == 3 and records[-1]["error"] is None
+    first_epoch = next(r for r in records if r["record"] == "epoch")
+    assert first_epoch["memory"] == [
+        {
+            "rank": 0,
+            "peak_counts": "nothing",
+            "peak_bytes": 0,
+            "param_bytes": 64,
+            "grad_bytes": 64,
+            "optim_bytes": 0,
+        }
+    ]
+
+
+def test_stop_then_resume_equals_an_uninterrupted_run(tmp_path):
+    run(tmp_path, "whole")
+    status, code, _ = run(tmp_path, "parts", None, RunOptions(stop_after_epoch=1))
+    assert (status, code) == ("aborted", 0)
+    assert not (tmp_path / "parts" / "model.npy").exists()
+    status, code, records = run(tmp_path, "parts", None, RunOptions(resume=True))
+    assert (status, code) == ("success", 0)
+    whole, parts = np.load(tmp_path / "whole/model.npy"), np.load(tmp_path / "parts/model.npy")
+    assert np.array_equal(whole, parts)  # the noise generator's state came back too
+    ends = [r for r in records if r["record"] == "run_end"]
+    assert [e["status"] for e in ends] == ["aborted", "success"]
+    assert ends[-1]["epochs_completed"] == 3
+
+
+def test_sigusr1_checkpoints_the_epoch_and_exits_for_requeue(tmp_path):
+    status, code, records = run(tmp_path, "pre", NumpyTrainer(preempt_at_step=2))
+    assert (status, code) == ("aborted", loop.PREEMPTED_EXIT)
+    assert kinds(records).count("epoch") == 1
+    assert "preempted (SIGUSR1): checkpointed epoch 1" in records[-1]["error"]
+    assert (tmp_path / "pre" / "checkpoints" / "epoch-0001.json").is_file()
+    status, code, records = run(tmp_path, "pre", None, RunOptions(auto_resume=True))
+    assert (status, code, records[-1]["epochs_completed"]) == ("success", 0, 3)
+
+
+def test_resume_without_a_checkpoint_fails_and_names_where_it_looked(tmp_path):
+    status, code, records = run(tmp_path, "none", None, RunOptions(resume=True))
+    assert (status, code) == ("failed", 1)
+    assert (
+        f"no complete checkpoint under {tmp_path / 'none' / 'checkpoints'}"
+        in (records[-1]["error"])
+    )
+
+
+def test_a_failing_step_ends_the_run_with_the_trainers_description(tmp_path):
+    status, code, records = run(tmp_path, "broken", NumpyTrainer(fail_at_step=6))
+    assert (status, code) == ("failed", 1)
+    assert kinds(records) == ["run_start", "step", "epoch", "run_end"]
+    assert records[-1]["error"] == "rank 0: ValueError: a step broke"
+
+
+def test_checkpoint_cadence(tmp_path):
+    run(tmp_path, "every2", None, RunOptions(), "train.checkpoint_every_epochs=2")
+    saved = sorted(p.name for p in (tmp_path / "every2" / "checkpoints").glob("*.json"))
+    assert saved == ["epoch-0002.json"]

@@ -1,0 +1,79 @@
+"""torch_impl and tf_impl are mirror images: the same public names in dist, memory and
+checkpoint, and both trainers fill every member of `common.trainer.Trainer` with its signature."""
+
+import inspect
+
+import pytest
+
+from common import cluster, config_io, trainer
+from tf_impl import checkpoint as tf_checkpoint
+from tf_impl import dist as tf_dist
+from tf_impl import memory as tf_memory
+from tf_impl.train import TfTrainer
+from torch_impl import checkpoint as torch_checkpoint
+from torch_impl import dist as torch_dist
+from torch_impl import memory as torch_memory
+from torch_impl.train import TorchTrainer
+
+
+def public_names(module) -> set[str]:
+    """Functions and classes the module defines itself (not those it imports)."""
+    return {
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and (inspect.isfunction(value) or inspect.isclass(value))
+        and value.__module__ == module.__name__
+    }
+
+
+@pytest.mark.parametrize(
+    "torch_module, tf_module",
+    [(torch_dist, tf_dist), (torch_memory, tf_memory), (torch_checkpoint, tf_checkpoint)],
+    ids=["dist", "memory", "checkpoint"],
+)
+def test_both_sides_expose_the_same_names(torch_module, tf_module):
+    assert public_names(torch_module) == public_names(tf_module)
+
+
+def test_the_shared_functions_take_the_same_parameters():
+    for torch_module, tf_module in ((torch_checkpoint, tf_checkpoint), (torch_dist, tf_dist)):
+        for name in public_names(torch_module) - {"DistInfo"}:
+            ours = list(inspect.signature(getattr(torch_module, name)).parameters)
+            theirs = list(inspect.signature(getattr(tf_module, name)).parameters)
+            assert ours == theirs, f"{torch_module.__name__}.{name}"
+
+
+PROTOCOL_METHODS = {
+    name: inspect.signature(member)
+    for name, member in vars(trainer.Trainer).items()
+    if inspect.isfunction(member) and not name.startswith("_")
+}
+PROTOCOL_PROPERTIES = {
+    name for name, member in vars(trainer.Trainer).items() if isinstance(member, property)
+}
+
+
+def trainers():
+    import tensorflow as tf
+    import torch
+
+    cfg = config_io.load_config(None, [])
+    spec = cluster.from_environment({})
+    torch_info = torch_dist.DistInfo(spec, torch.device("cpu"), "cpu", "cpu", backend=None)
+    tf_info = tf_dist.DistInfo(spec, tf.distribute.get_strategy(), "CPU:0", "cpu", "cpu")
+    return [TorchTrainer(cfg, torch_info), TfTrainer(cfg, tf_info)]
+
+
+@pytest.mark.parametrize("side", trainers(), ids=["torch", "tf"])
+def test_each_trainer_fills_the_protocol(side):
+    kind = type(side)
+    assert {"build", "train_step", "evaluate", "save_checkpoint"} <= set(PROTOCOL_METHODS)
+    for name, expected in PROTOCOL_METHODS.items():
+        method = getattr(kind, name, None)
+        assert inspect.isfunction(method), f"{kind.__name__} lacks {name}()"
+        assert list(inspect.signature(method).parameters) == list(expected.parameters), name
+    for name in PROTOCOL_PROPERTIES:
+        assert isinstance(getattr(kind, name, None), property), f"{kind.__name__}.{name}"
+    for name in trainer.Trainer.__annotations__:
+        assert isinstance(getattr(side, name, None), (str, cluster.ClusterSpec)), name
