@@ -63,6 +63,30 @@ class ClusterSpec:
         return {"cluster": {"worker": workers}, "task": {"type": "worker", "index": self.rank}}
 
 
+def local_spec(
+    world_size: int,
+    rank: int = 0,
+    *,
+    master_port: int,
+    tf_ports: tuple[int, ...],
+    launch_id: str = "",
+) -> ClusterSpec:
+    """Rank `rank` of `world_size` ranks on this machine, as `common.launch` starts them."""
+    return ClusterSpec(
+        launcher="local",
+        rank=rank,
+        local_rank=rank,
+        world_size=world_size,
+        local_world_size=world_size,
+        hosts=("localhost",) * world_size,
+        node="localhost",
+        master_addr="127.0.0.1",
+        master_port=master_port,
+        launch_id=launch_id,
+        tf_ports=tf_ports,
+    )
+
+
 def write_tf_config(spec: ClusterSpec, environ: MutableMapping[str, str]) -> None:
     """Set TF_CONFIG in `environ` (a rank's environment, or os.environ) for `spec`'s rank; one
     process alone gets none, so TensorFlow starts no gRPC server and no coordination service."""

@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import replace
 
-from common.cluster import LAUNCHER_MARK, ClusterSpec, free_ports, write_tf_config
+from common.cluster import LAUNCHER_MARK, free_ports, local_spec, write_tf_config
 
 POLL_S = 0.05
 
@@ -29,19 +29,7 @@ def rank_environments(nproc: int, base_env: dict[str, str]) -> list[dict[str, st
     """The environment of every rank: torchrun's variables plus TF_CONFIG, on free ports."""
     master_port, *tf_ports = free_ports(nproc + 1)
     run_id = "local-" + time.strftime("%Y%m%d-%H%M%S")
-    spec = ClusterSpec(
-        launcher="local",
-        rank=0,
-        local_rank=0,
-        world_size=nproc,
-        local_world_size=nproc,
-        hosts=("localhost",) * nproc,
-        node="localhost",
-        master_addr="127.0.0.1",
-        master_port=master_port,
-        launch_id=run_id,
-        tf_ports=tuple(tf_ports),
-    )
+    spec = local_spec(nproc, master_port=master_port, tf_ports=tuple(tf_ports), launch_id=run_id)
     environments = []
     for rank in range(nproc):
         env = dict(base_env)

@@ -52,15 +52,28 @@ def runner(module: str, root: Path):
     return run
 
 
-def kill_second_rank_mid_training(module: str, settings: list[str], metrics_file: Path):
-    """Start 2 ranks of `module` bare (the launcher would stop the survivor itself), wait for
-    20 step records, SIGKILL rank 1; return (rank 0's output, its exit code, seconds it took
-    to exit after the kill)."""
+def kill_second_rank_mid_training(module: str, root: Path, timeout_s: float = 20):
+    """Start 2 ranks of `module` bare (the launcher would stop the survivor itself) on a whole
+    MNIST epoch with a step record per step and dist.timeout_s=`timeout_s`, wait for 20 step
+    records, SIGKILL rank 1; return (rank 0's output, its exit code, seconds it took to exit
+    after the kill, the last record of the metrics)."""
     import os
     import signal
     import time
 
+    from common import metrics
     from common.launch import rank_environments
+
+    settings = [
+        *SMALL,
+        "data.train_limit=60000",
+        "train.epochs=1",
+        "train.log_every_steps=1",
+        f"dist.timeout_s={timeout_s}",
+        f"output.dir={root}",
+        "output.run_name=killed",
+    ]
+    metrics_file = root / "killed" / metrics.METRICS_FILENAME
 
     command = train_command(module, 0, settings, [])
     environments = rank_environments(2, dict(os.environ))
@@ -80,4 +93,5 @@ def kill_second_rank_mid_training(module: str, settings: list[str], metrics_file
     ranks[1].send_signal(signal.SIGKILL)
     killed_at = time.monotonic()
     output, _ = ranks[0].communicate(timeout=90)
-    return output, ranks[0].returncode, time.monotonic() - killed_at
+    waited = time.monotonic() - killed_at
+    return output, ranks[0].returncode, waited, metrics.read_metrics(metrics_file)[-1]

@@ -1,23 +1,11 @@
 """Valid metrics records for tests that need a run without training one."""
 
 from common import metrics, run
-from common.cluster import ClusterSpec
+from common.cluster import local_spec
 from common.config_io import load_config
 
 CFG = load_config(None, ["train.target_accuracy=0.9"])
-SPEC = ClusterSpec(
-    launcher="local",
-    rank=0,
-    local_rank=0,
-    world_size=2,
-    local_world_size=2,
-    hosts=("localhost", "localhost"),
-    node="localhost",
-    master_addr="127.0.0.1",
-    master_port=1,
-    launch_id="t",
-    tf_ports=(2, 3),
-)
+SPEC = local_spec(2, master_port=1, tf_ports=(2, 3), launch_id="t")
 
 
 def start_record():

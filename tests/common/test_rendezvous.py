@@ -3,23 +3,12 @@
 import threading
 import time
 
-from common.cluster import ClusterSpec, free_ports
+from common.cluster import ClusterSpec, free_ports, local_spec
 from common.rendezvous import RendezvousError, wait_for_peers
 
 
 def _spec(rank: int, world: int, port: int) -> ClusterSpec:
-    return ClusterSpec(
-        launcher="local",
-        rank=rank,
-        local_rank=rank,
-        world_size=world,
-        local_world_size=world,
-        hosts=("localhost",) * world,
-        node="localhost",
-        master_addr="127.0.0.1",
-        master_port=port,
-        tf_ports=tuple(range(40001, 40001 + world)),
-    )
+    return local_spec(world, rank, master_port=port, tf_ports=tuple(range(40001, 40001 + world)))
 
 
 def _run_ranks(ranks, world, port, timeout_s=5.0, attempts=1, delays=None):

@@ -8,7 +8,7 @@ import torch
 
 import torch_impl.optim as torch_optim
 from common import config_io, weights
-from common.cluster import ClusterSpec
+from common.cluster import local_spec
 from common.config import OptimConfig
 from common.data import normalize
 from tests import reference
@@ -64,17 +64,7 @@ def test_optimizers_step_exactly_as_torch_optim(optim):
 
 
 def _info(world: int, rank: int) -> DistInfo:
-    spec = ClusterSpec(
-        launcher="local",
-        rank=rank,
-        local_rank=rank,
-        world_size=world,
-        local_world_size=world,
-        hosts=("localhost",) * world,
-        node="localhost",
-        master_addr="127.0.0.1",
-        master_port=1,
-    )
+    spec = local_spec(world, rank, master_port=1, tf_ports=tuple(range(2, 2 + world)))
     return DistInfo(spec, tf.distribute.get_strategy(), "CPU:0", "cpu", "cpu")
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from common import config_io, weights
-from common.cluster import ClusterSpec
+from common.cluster import local_spec
 from common.data import normalize
 from common.optim import learning_rate
 from tests import reference
@@ -27,17 +27,7 @@ def test_model_starts_from_the_shared_weights(name, mnist):
 
 
 def _info(world: int, rank: int) -> DistInfo:
-    spec = ClusterSpec(
-        launcher="local",
-        rank=rank,
-        local_rank=rank,
-        world_size=world,
-        local_world_size=world,
-        hosts=("localhost",) * world,
-        node="localhost",
-        master_addr="127.0.0.1",
-        master_port=1,
-    )
+    spec = local_spec(world, rank, master_port=1, tf_ports=tuple(range(2, 2 + world)))
     return DistInfo(spec, torch.device("cpu"), "cpu", "cpu", backend="gloo")
 
 
