@@ -69,15 +69,26 @@ def find_metrics_files(paths: list[str]) -> tuple[list[Path], list[str]]:
     return found, problems
 
 
-def load_runs(paths: list[str]) -> tuple[list[Run], list[str]]:
+def load_runs(paths: list[str], once: bool = True) -> tuple[list[Run], list[str], list[str]]:
+    """(runs, problems, warnings). With `once`, a file read twice, or a copy of a run's file,
+    counts once."""
     files, problems = find_metrics_files(paths)
-    runs = []
-    for path in files:
+    runs: dict[tuple[str, str], Run] = {}
+    warnings = []
+    for path in dict.fromkeys(path.resolve() for path in files) if once else files:
         result = scan(path)
         problems.extend(result.problems)
-        if result.records and result.records[0]["record"] == "run_start":
-            runs.append(Run(str(path), result.records))
-    return runs, problems
+        if not result.records or result.records[0]["record"] != "run_start":
+            continue
+        run = Run(str(path), result.records)
+        if once and run.identity in runs:
+            warnings.append(
+                f"{path} is the run {run.identity[0]} of {runs[run.identity].path} again "
+                "(same run_id and start time): counted once"
+            )
+            continue
+        runs[run.identity if once else (str(len(runs)), "")] = run
+    return list(runs.values()), problems, warnings
 
 
 def curve(run: Run, by: str) -> list[tuple[int, float]]:
@@ -87,7 +98,7 @@ def curve(run: Run, by: str) -> list[tuple[int, float]]:
 
 
 def assert_close(a: str, b: str, rtol: float, steps: int) -> int:
-    runs, problems = load_runs([a, b])
+    runs, problems, _ = load_runs([a, b], once=False)
     if problems or len(runs) != 2:
         for problem in problems or [f"expected one run in each of {a} and {b}"]:
             print(f"problem: {problem}", file=sys.stderr)
@@ -159,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         return assert_close(*args.assert_close, args.rtol, args.steps)
     if not args.results:
         parser.error("give result folders, metrics files or sweep manifests to compare")
-    runs, problems = load_runs(args.results)
+    runs, problems, warnings = load_runs(args.results)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     groups, notes = report.group_runs(runs)
     runs_by_group = [report.rows_for(members) for _, members in groups]
     for (key, _), rows in zip(groups, runs_by_group, strict=True):

@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
+import time
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
 from common.hostlist import HostlistError, expand_hostlist, expand_tasks_per_node, ranks_to_hosts
 
 LAUNCHER_MARK = "SUITE_LAUNCHER"
+# common.launch names a file here; before it stops the ranks it writes into it why.
+STOP_REASON_VARIABLE = "SUITE_STOP_REASON"
 # Ports of a SLURM job: base = PORT_FLOOR + (job id mod PORT_SLOTS) * PORT_SPAN. The torch
 # rendezvous takes the base, TensorFlow task k on a node takes base + 1 + k (its local rank).
 PORT_FLOOR = 20000
@@ -47,6 +51,7 @@ class ClusterSpec:
     master_port: int
     launch_id: str = ""  # the same in every rank of one launch (job id, launcher's run id)
     tf_ports: tuple[int, ...] = ()  # TensorFlow port of every rank, in rank order
+    stop_reason_file: str = ""  # where common.launch says why it stopped the ranks
 
     @property
     def is_chief(self) -> bool:
@@ -131,6 +136,11 @@ def threads_per_rank(local_world_size: int) -> int:
     return max(1, (cores or 1) // local_world_size)
 
 
+def unique_stamp() -> str:
+    """Time to the second and 24 random bits: launches started in the same second differ."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+
+
 def free_ports(count: int) -> list[int]:
     """`count` distinct TCP ports that were free on localhost a moment ago."""
     sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
@@ -193,6 +203,7 @@ def _from_torchrun(env: Mapping[str, str]) -> ClusterSpec:
         master_port=_int(env, "MASTER_PORT"),
         launch_id=env.get("SUITE_RUN_ID") or env.get("TORCHELASTIC_RUN_ID", ""),
         tf_ports=ports,
+        stop_reason_file=env.get(STOP_REASON_VARIABLE, ""),
     )
 
 

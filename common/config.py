@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+MAX_RUN_NAME = 200  # bytes; file systems allow 255 for a name, and tools add suffixes
+
 
 def _require(condition: bool, message: str) -> None:
     if not condition:
@@ -88,6 +90,8 @@ class TrainConfig:
     """Write a `step` metrics record every N steps (0 = epoch records only)."""
     checkpoint_every_epochs: int = 0
     """Save a checkpoint every N epochs (0 = never)."""
+    keep_checkpoints: int = 2
+    """How many of the newest complete checkpoints a run keeps (0 = all)."""
 
     def __post_init__(self) -> None:
         _require(self.epochs >= 1, f"train.epochs must be >= 1, got {self.epochs}")
@@ -100,6 +104,7 @@ class TrainConfig:
         )
         _require(self.log_every_steps >= 0, "train.log_every_steps must be >= 0")
         _require(self.checkpoint_every_epochs >= 0, "train.checkpoint_every_epochs must be >= 0")
+        _require(self.keep_checkpoints >= 0, "train.keep_checkpoints must be >= 0 (0 keeps all)")
 
     def global_batch_size(self, world_size: int) -> int:
         """The number of samples in one optimizer step across all ranks."""
@@ -144,7 +149,15 @@ class OutputConfig:
     """Export the final model once, unsharded, into the run folder."""
 
     def __post_init__(self) -> None:
-        _require("/" not in self.run_name, "output.run_name is a folder name, not a path")
+        _require(
+            "/" not in self.run_name and not self.run_name.startswith("."),
+            "output.run_name is a folder name, not a path (no '/', no leading '.')",
+        )
+        _require(
+            len(self.run_name.encode()) <= MAX_RUN_NAME,
+            f"output.run_name is {len(self.run_name.encode())} bytes long; at most "
+            f"{MAX_RUN_NAME} fit a folder name",
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

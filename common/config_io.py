@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import math
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -59,6 +60,8 @@ def _check_value(key: str, value: Any, tp: Any) -> Any:
             return value
     elif tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value):
+                raise ValueError(f"{key}: expected a finite number, got {value!r}")
             return float(value)
     elif tp is str:
         if isinstance(value, str):
@@ -140,10 +143,13 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         if not isinstance(raw, dict):
             raise ValueError(f"config file {path} must hold a mapping of sections")
     try:
+        from_dict(raw)
+    except ValueError as error:  # the preset alone is wrong: say so
+        raise ValueError(f"{error} (in {path})") from None
+    try:
         return from_dict(apply_overrides(raw, overrides))
-    except ValueError as error:
-        where = f" (in {path})" if path is not None else ""
-        raise ValueError(f"{error}{where}") from None
+    except ValueError as error:  # the preset was fine, so an override made it wrong
+        raise ValueError(f"{error} (after --set {' '.join(overrides)})") from None
 
 
 def canonical_json(cfg: Config) -> str:

@@ -42,6 +42,7 @@ PIXEL_MEAN = 0.1307
 PIXEL_STD = 0.3081
 IMAGE_SHAPE = (28, 28)
 NUM_CLASSES = 10
+TRAIN_SAMPLES = 60_000
 
 _IDX_UBYTE = 0x08
 
@@ -143,8 +144,9 @@ def _read_split(folder: Path, prefix: str) -> tuple[np.ndarray, np.ndarray]:
     return images, labels.astype(np.int64)
 
 
-def load_mnist(folder: str | Path | None = None, verify: bool = True) -> Mnist:
-    """All of MNIST as numpy arrays; every file is checksum-verified first unless verify=False."""
+def check_files(folder: str | Path | None = None, verify: bool = True) -> Path:
+    """The MNIST folder, after checking that every file is there (with its SHA-256 unless
+    verify=False)."""
     folder = resolve_dir(str(folder) if folder else None)
     missing = [name for name in CHECKSUMS if not (folder / name).is_file()]
     if missing:
@@ -152,9 +154,14 @@ def load_mnist(folder: str | Path | None = None, verify: bool = True) -> Mnist:
             f"MNIST files missing in {folder}: {', '.join(missing)}. Run `make data` "
             f"(or python -m common.data fetch --dir {folder})."
         )
-    if verify:
-        for name, expected in CHECKSUMS.items():
-            verify_file(folder / name, expected)
+    for name, expected in CHECKSUMS.items() if verify else ():
+        verify_file(folder / name, expected)
+    return folder
+
+
+def load_mnist(folder: str | Path | None = None, verify: bool = True) -> Mnist:
+    """All of MNIST as numpy arrays; every file is checksum-verified first unless verify=False."""
+    folder = check_files(folder, verify)
     train_images, train_labels = _read_split(folder, "train")
     test_images, test_labels = _read_split(folder, "t10k")
     return Mnist(train_images, train_labels, test_images, test_labels)

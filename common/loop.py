@@ -15,15 +15,13 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import SupportsFloat
 
 import numpy as np
 
-from common import collectives, memory, run
+from common import memory, resume, run, session
 from common.config import Config
-from common.metrics import METRICS_FILENAME, MetricsWriter, console_line
 from common.optim import learning_rate
 from common.trainer import Trainer
 
@@ -43,84 +41,56 @@ class Preempted(Aborted):
 PREEMPTED_EXIT = 75
 
 
+class PeerFailed(Aborted):
+    """The launcher stopped this rank because another rank had failed; its message says which."""
+
+
 class Preemption:
     """Whether SIGUSR1 reached this process. One per run; the ranks vote on it at the end of
     every epoch, since it may reach only some of them."""
 
-    def __init__(self) -> None:
+    def __init__(self, stop_reason_file: str = "") -> None:
         self.requested = False
+        self.stop_reason_file = stop_reason_file
+        self.stopped: Aborted | None = None  # what SIGTERM/SIGINT raised, if they came
 
     def install(self) -> None:
         """SIGUSR1 asks for a checkpoint and a stop at the end of the epoch; SIGTERM and SIGINT
         raise `Aborted` at once, so the run still writes its run_end record."""
         signal.signal(signal.SIGUSR1, self._request)
-        signal.signal(signal.SIGTERM, _abort)
-        signal.signal(signal.SIGINT, _abort)
+        signal.signal(signal.SIGTERM, self._abort)
+        signal.signal(signal.SIGINT, self._abort)
 
     def _request(self, signum: int, frame) -> None:
         self.requested = True
 
+    @staticmethod
+    def quiet() -> None:
+        """The run is ending: no further signal may interrupt its run_end. SIGTERM and SIGINT
+        are ignored from here on, and a helper process's death (torch's DataLoader raises on
+        SIGCHLD) no longer raises in this one."""
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
 
-def _abort(signum: int, frame) -> None:
-    raise Aborted(f"stopped by signal {signal.Signals(signum).name}")
-
-
-@dataclass(kw_only=True)
-class Run:
-    """One run as this process sees it."""
-
-    run_id: str
-    run_dir: Path
-    writer: MetricsWriter | None
-    """The metrics file, on the chief; None on every other rank."""
-    epochs: list[dict] = field(default_factory=list)
-    """The epoch records so far, including those of earlier launches of a resumed run."""
-
-    def write(self, record: dict, *, echo: bool = True) -> None:
-        if self.writer:
-            self.writer.write(record)
-            if echo:
-                print(console_line(record), flush=True)
+    def _abort(self, signum: int, frame) -> None:
+        stopped = f"stopped by signal {signal.Signals(signum).name}"
+        reason = _read_reason(self.stop_reason_file)
+        if reason.startswith("rank "):
+            self.stopped = PeerFailed(f"{stopped} from the launcher: {reason}")
+        else:
+            self.stopped = Aborted(f"{stopped}: {reason}" if reason else stopped)
+        raise self.stopped
 
 
-def _exchange(trainer: Trainer) -> dict:
-    """The keyword arguments of `common.collectives` for this trainer's ranks."""
-    spec = trainer.spec
-    return {
-        "rank": spec.rank,
-        "world_size": spec.world_size,
-        "all_reduce_sum": trainer.all_reduce_sum,
-    }
+def _read_reason(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8").strip() if path else ""
+    except OSError:
+        return ""
 
 
-def start_run(cfg: Config, trainer: Trainer) -> Run:
-    """Agree on the run's name, make its folder, write run_start (collective)."""
-    spec = trainer.spec
-    exchange = _exchange(trainer)
-    proposed = run.run_name(cfg, trainer.framework, trainer.strategy, spec)
-    name = collectives.broadcast_text(proposed, **exchange)
-    run_dir = run.prepare_run_dir(cfg, name, spec.is_chief)
-    where = f"{spec.node}:{trainer.device_type}:{trainer.device_name}"
-    devices = collectives.gather_texts(where, **exchange)
-    writer = MetricsWriter(run_dir / METRICS_FILENAME) if spec.is_chief else None
-    started = Run(run_id=name, run_dir=run_dir, writer=writer)
-    record = run.run_start_record(
-        cfg,
-        spec,
-        run_id=name,
-        framework=trainer.framework,
-        framework_version=trainer.framework_version,
-        strategy=trainer.strategy,
-        device_type=trainer.device_type,
-        devices=devices,
-        versions=trainer.versions(),
-        precision=trainer.precision,
-    )
-    started.write(record)
-    return started
-
-
-def train_epoch(cfg: Config, trainer: Trainer, epoch: int, current: Run) -> run.EpochResult:
+def train_epoch(cfg: Config, trainer: Trainer, epoch: int, current: session.Run) -> run.EpochResult:
     """Train one epoch (0-based) under the train clock; the clock pauses for step records."""
     steps = trainer.steps_per_epoch
     every = cfg.train.log_every_steps
@@ -161,32 +131,17 @@ def train_epoch(cfg: Config, trainer: Trainer, epoch: int, current: Run) -> run.
     )
 
 
-def _resume(trainer: Trainer, options: run.RunOptions, current: Run) -> tuple[int, float]:
-    """(first epoch to train, seconds the earlier launches took) after restoring the latest
-    complete checkpoint when the options ask for it."""
-    latest = trainer.latest_checkpoint(current.run_dir)
-    if options.resume and latest is None:
-        root = trainer.checkpoint_root(current.run_dir)
-        raise RuntimeError(f"--resume: no complete checkpoint under {root}")
-    if latest is None or not (options.resume or options.auto_resume):
-        return 0, 0.0
-    extras = trainer.load_checkpoint(latest)
-    current.epochs[:] = extras["epoch_records"]
-    return extras["epoch"], extras["elapsed_s"]
-
-
 def train_epochs(
     cfg: Config,
     trainer: Trainer,
     *,
     options: run.RunOptions,
-    current: Run,
+    current: session.Run,
     preemption: Preemption,
 ) -> None:
     """Build, resume, then train, evaluate, record and checkpoint epoch by epoch; export."""
     trainer.build()
-    start_epoch, elapsed_before = _resume(trainer, options, current)
-    exchange = _exchange(trainer)
+    start_epoch, elapsed_before = session.resume_state(trainer, current)
     loop_start = time.perf_counter()
     for epoch in range(start_epoch, cfg.train.epochs):
         done = epoch + 1
@@ -205,7 +160,7 @@ def train_epochs(
             global_batch=trainer.global_batch,
             clock=trainer.train_clock,
             elapsed_s=elapsed_before + time.perf_counter() - loop_start,
-            memory=memory.gather_memory(trainer.memory_use(), **exchange),
+            memory=memory.gather_memory(trainer.memory_use(), **session.exchange(trainer)),
         )
         current.epochs.append(record)
         current.write(record)
@@ -213,8 +168,7 @@ def train_epochs(
         stopping = options.stop_after_epoch == done or preempted
         every = cfg.train.checkpoint_every_epochs
         if (every and done % every == 0) or stopping:
-            extras = {"elapsed_s": record["elapsed_s"], "epoch_records": current.epochs}
-            trainer.save_checkpoint(current.run_dir, done, extras)
+            session.save_checkpoint(cfg, trainer, current, epoch=done)
         if preempted and done < cfg.train.epochs:
             raise Preempted(f"preempted (SIGUSR1): checkpointed epoch {done}; resume")
         if stopping and done < cfg.train.epochs:
@@ -225,36 +179,71 @@ def train_epochs(
 
 
 def execute(cfg: Config, options: run.RunOptions, trainer: Trainer) -> tuple[str, int]:
-    """One training program's body, the same on both sides. Every way out (success,
-    --stop-after-epoch, preemption, a signal, a failure) ends with the chief's run_end record.
+    """One training program's body, the same on both sides. Every way out of a started run
+    (success, --stop-after-epoch, preemption, a signal, a failure, even one that does not derive
+    from Exception) ends with the chief's run_end record. A launch refused before its run
+    started (a folder of another run, a checkpoint of another config) writes nothing.
     Returns (status, exit code); the caller decides how to leave its process."""
-    preemption = Preemption()
+    preemption = Preemption(trainer.spec.stop_reason_file)
     preemption.install()
-    current: Run | None = None
-    status, error, code = "success", None, 0
-    started = time.perf_counter()
+    current: list[session.Run] = []
     try:
-        current = start_run(cfg, trainer)
-        train_epochs(cfg, trainer, options=options, current=current, preemption=preemption)
-    except Preempted as stop:
-        status, error, code = "aborted", str(stop), PREEMPTED_EXIT
-    except Aborted as stop:
-        status, error, code = "aborted", str(stop), 0 if options.stop_after_epoch else 143
-    except Exception as failure:  # a dead or hung peer surfaces here as a collective error
-        status, code = "failed", 1
-        error = trainer.describe_failure(failure)
-        print(f"error: {error}", file=sys.stderr)
-        traceback.print_exc()
-    if current is not None and current.writer:
+        status, error, code = _run(cfg, options, trainer, preemption, current)
+    except BaseException as late:  # noqa: BLE001 - a signal while the first one was handled
+        Preemption.quiet()
+        status, error, code = "failed", f"while stopping: {type(late).__name__}: {late}", 1
+    Preemption.quiet()
+    if current and current[0].writer:
         end = run.run_end_record(
             cfg,
             status=status,
-            epochs=current.epochs,
-            total_time_s=time.perf_counter() - started,
+            epochs=current[0].epochs,
+            total_time_s=current[0].total_time_s(),
             error=error,
         )
-        current.write(end)
-        current.writer.close()
+        current[0].write(end)
+        current[0].writer.close()
     sys.stdout.flush()
     sys.stderr.flush()
     return status, code
+
+
+def _run(
+    cfg: Config,
+    options: run.RunOptions,
+    trainer: Trainer,
+    preemption: Preemption,
+    current: list[session.Run],
+) -> tuple[str, str | None, int]:
+    """(status, error, exit code) of the run; `current` receives the Run once it started."""
+    try:
+        current.append(session.start_run(cfg, trainer, options))
+        train_epochs(cfg, trainer, options=options, current=current[0], preemption=preemption)
+    except resume.RunRefused as refused:
+        Preemption.quiet()
+        print(f"error: {refused}", file=sys.stderr)
+        return "failed", str(refused), 2
+    except PeerFailed as stop:
+        Preemption.quiet()
+        return "failed", str(stop), 1
+    except Preempted as stop:
+        Preemption.quiet()
+        return "aborted", str(stop), PREEMPTED_EXIT
+    except Aborted as stop:
+        Preemption.quiet()
+        return "aborted", str(stop), 0 if options.stop_after_epoch else 143
+    except BaseException as failure:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
+        Preemption.quiet()  # a dead or hung peer surfaces here as a collective error
+        if preemption.stopped is not None:  # the framework wrapped the signal's exception
+            failed = isinstance(preemption.stopped, PeerFailed)
+            return (
+                ("failed" if failed else "aborted"),
+                str(preemption.stopped),
+                1 if failed else 143,
+            )
+        error = trainer.describe_failure(failure)
+        print(f"error: {error}", file=sys.stderr)
+        traceback.print_exc()
+        exit_code = failure.code if isinstance(failure, SystemExit) else None
+        return "failed", error, exit_code if isinstance(exit_code, int) and exit_code else 1
+    return "success", None, 0

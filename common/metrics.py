@@ -3,6 +3,7 @@
 A run folder holds `metrics.jsonl`, written by the chief only:
   run_start  once: provenance (framework, versions, strategy, world, hosts, devices, config,
              config hash, git commit, seed, time)
+  resume     after run_start when a launch goes on from a checkpoint: its epoch and folder
   step       optional, every train.log_every_steps steps: global mean loss
   epoch      once per epoch: global means, timings and what their clocks covered, throughput,
              step-time percentiles, peak memory of every rank and what it counts
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
+# The sections every resolved config has (common.config.Config).
+CONFIG_SECTIONS = ("data", "model", "optim", "train", "dist", "output", "torch", "tf")
 METRICS_FILENAME = "metrics.jsonl"
 STATUSES = ("success", "failed", "aborted")
 # A diverged run is a real outcome: its losses may be NaN or infinite; nothing else may.
@@ -53,6 +56,11 @@ SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
         "config_hash": (str,),
         "git_commit": (str, type(None)),
         "seed": (int,),
+    },
+    "resume": {
+        "time": (str,),
+        "epoch": (int,),
+        "checkpoint": (str,),
     },
     "step": {
         "epoch": (int,),
@@ -136,6 +144,15 @@ def validate(record: Any, where: str = "record") -> None:
             f"{where}: field 'record' is {kind!r}, expected one of {', '.join(SCHEMA)}"
         )
     _check_fields(record, SCHEMA[kind], f"{where} ({kind})")
+    if kind == "run_start":
+        missing = [
+            name for name in CONFIG_SECTIONS if not isinstance(record["config"].get(name), dict)
+        ]
+        if missing:
+            raise MetricsError(
+                f"{where}: field 'config' lacks the section(s) {', '.join(missing)}: it is not "
+                "a resolved config"
+            )
     if kind == "run_start" and record["schema_version"] != SCHEMA_VERSION:
         raise MetricsError(
             f"{where}: field 'schema_version' is {record['schema_version']}, this reader "
@@ -188,15 +205,25 @@ def scan(path: str | Path) -> ScanResult:
     path = Path(path)
     if not path.is_file():
         return ScanResult([], [f"{path}: file is missing"])
-    text = path.read_text(encoding="utf-8")
-    lines = text.split("\n")
+    try:
+        lines = path.read_bytes().split(b"\n")
+    except OSError as error:
+        return ScanResult([], [f"{path}: cannot be read: {error}"])
     records, problems = [], []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
             continue
         is_last = number == len(lines)  # a last line with no newline was cut mid-write
         try:
-            record = json.loads(line)
+            record = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            problems.append(
+                f"{path}:{number}: not UTF-8 text ({error.reason} at byte {error.start})"
+            )
+            continue
+        except RecursionError:
+            problems.append(f"{path}:{number}: JSON nested too deeply to be a record")
+            continue
         except ValueError as error:
             what = "truncated last line (no newline at its end)" if is_last else error
             problems.append(f"{path}:{number}: {what}")
@@ -264,6 +291,8 @@ def console_line(record: dict) -> str:
             f"{record['model']}, global batch {record['global_batch_size']}, "
             f"config {record['config_hash']}"
         )
+    if kind == "resume":
+        return f"resume from {record['checkpoint']} (after epoch {record['epoch']})"
     target = record["time_to_target_s"]
     reached = f"{target:.1f}s" if target is not None else "not reached"
     line = (

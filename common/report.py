@@ -11,43 +11,39 @@ import io
 import json
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+
+from common.config import TfConfig, TorchConfig
 
 # Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (then 1.96).
 T95 = [
-    12.706,
-    4.303,
-    3.182,
-    2.776,
-    2.571,
-    2.447,
-    2.365,
-    2.306,
-    2.262,
-    2.228,
-    2.201,
-    2.179,
-    2.160,
-    2.145,
-    2.131,
-    2.120,
-    2.110,
-    2.101,
-    2.093,
-    2.086,
-    2.080,
-    2.074,
-    2.069,
-    2.064,
-    2.060,
-    2.056,
-    2.052,
-    2.048,
-    2.045,
-    2.042,
+    float(value)
+    for value in (
+        "12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 "
+        "2.131 2.120 2.110 2.101 2.093 2.086 2.080 2.074 2.069 2.064 2.060 2.056 2.052 2.048 "
+        "2.045 2.042"
+    ).split()
 ]
-GROUP_FIELDS = ("model", "dataset", "train samples", "precision", "optimizer", "epochs", "batch")
+# Config keys that say how a run was launched, recorded or analysed, not what it trained: runs
+# that differ only in these are repeats of one experiment. The framework sections (torch.*,
+# tf.*) are not compared across frameworks; they tell rows apart instead (`row_variant`).
+NOT_COMPARED = (
+    "output.",
+    "dist.timeout_s",
+    "dist.startup_timeout_s",
+    "dist.startup_retries",
+    "data.dir",
+    "data.loader_workers",
+    "train.log_every_steps",
+    "train.checkpoint_every_epochs",
+    "train.keep_checkpoints",
+    "train.target_accuracy",
+    "train.eval_batch_size",
+    "torch.",
+    "tf.",
+)
 MIB = 1024 * 1024
+FRAMEWORK_DEFAULTS = {"torch": asdict(TorchConfig()), "tf": asdict(TfConfig())}
 
 
 @dataclass
@@ -73,19 +69,45 @@ class Run:
     def label(self) -> str:
         return f"{self.start['framework']} {self.start['strategy']} x{self.start['world_size']}"
 
+    @property
+    def identity(self) -> tuple[str, str]:
+        """(run_id, time of its first start): the same for copies of one run's file."""
+        return self.start["run_id"], self.start["time"]
+
+    def comparable(self) -> dict:
+        """What the run trained: its config without the NOT_COMPARED keys, plus precision and
+        dataset. Runs whose `comparable` are equal may be put side by side."""
+        flat = flatten(self.start["config"])
+        kept = {k: v for k, v in flat.items() if not k.startswith(NOT_COMPARED)}
+        return {"dataset": self.start["dataset"], "precision": self.start["precision"], **kept}
+
     def group_key(self) -> dict:
-        cfg = self.start["config"]
-        batch = cfg["train"]["batch_size"]
-        mode = cfg["train"]["batch_mode"]
+        """The readable part of `comparable`, for a group's heading."""
+        flat = self.comparable()
+        batch, mode = flat.get("train.batch_size"), flat.get("train.batch_mode")
         return {
             "model": self.start["model"],
             "dataset": self.start["dataset"],
-            "train samples": cfg["data"]["train_limit"] or "all",
+            "train samples": flat.get("data.train_limit") or "all",
             "precision": self.start["precision"],
-            "optimizer": cfg["optim"]["name"],
-            "epochs": cfg["train"]["epochs"],
+            "optimizer": flat.get("optim.name"),
+            "epochs": flat.get("train.epochs"),
             "batch": f"{batch} per rank" if mode == "per_rank" else f"{batch} global",
         }
+
+    def row_variant(self) -> str:
+        """The framework section's settings that differ from their defaults (not the strategy),
+        e.g. "cpu_offload=True": runs that differ in them get rows of their own."""
+        section = self.start["framework"]
+        used = self.start["config"].get(section)
+        defaults = FRAMEWORK_DEFAULTS.get(section, {})
+        if not isinstance(used, dict):
+            return ""
+        return ", ".join(
+            f"{key}={value}"
+            for key, value in sorted(used.items())
+            if key != "strategy" and defaults.get(key) != value
+        )
 
     def summary(self) -> dict:
         """Numbers of this run. Times exclude epoch 1 (warm-up, tracing) when there are more."""
@@ -110,26 +132,48 @@ class Run:
 
 
 def group_runs(runs: list[Run]) -> tuple[list[tuple[dict, list[Run]]], list[str]]:
-    """Runs that are comparable (same GROUP_FIELDS), largest group first, and one line per extra
-    group saying how it differs from the first."""
+    """Runs that trained the same thing (equal `Run.comparable`), largest group first. Each
+    group's key is its readable summary plus every config key in which the groups differ; one
+    note per extra group says how it differs from the first."""
     groups: dict[str, tuple[dict, list[Run]]] = {}
     for run in runs:
-        key = run.group_key()
-        groups.setdefault(json.dumps(key, sort_keys=True), (key, []))[1].append(run)
+        comparable = run.comparable()
+        key = json.dumps(comparable, sort_keys=True, default=str)
+        groups.setdefault(key, (comparable, []))[1].append(run)
     ordered = sorted(groups.values(), key=lambda group: -len(group[1]))
+    names = sorted({name for comparable, _ in ordered for name in comparable})
+    differing = [name for name in names if len({repr(c.get(name)) for c, _ in ordered}) > 1]
+    keyed = [
+        ({**members[0].group_key(), **{n: comparable.get(n) for n in differing}}, members)
+        for comparable, members in ordered
+    ]
     notes = []
-    for key, members in ordered[1:]:
-        first = ordered[0][0]
+    first = ordered[0][0] if ordered else {}
+    for comparable, members in ordered[1:]:
         differs = ", ".join(
-            f"{name} {key[name]} vs {first[name]}"
-            for name in GROUP_FIELDS
-            if key[name] != first[name]
+            f"{name} {comparable.get(name)} vs {first.get(name)}"
+            for name in differing
+            if comparable.get(name) != first.get(name)
         )
         notes.append(
             f"{len(members)} run(s) ({', '.join(r.label for r in members)}) are not "
             f"put beside the first group: {differs}"
         )
-    return ordered, notes
+    return keyed, notes
+
+
+def flatten(config: object, prefix: str = "") -> dict:
+    """{"train": {"epochs": 3}} -> {"train.epochs": 3}; whatever the file holds."""
+    if not isinstance(config, dict):
+        return {prefix.rstrip("."): config} if prefix else {}
+    flat: dict = {}
+    for key, value in config.items():
+        flat.update(
+            flatten(value, f"{prefix}{key}.")
+            if isinstance(value, dict)
+            else {f"{prefix}{key}": value}
+        )
+    return flat
 
 
 def interval(values: list[float]) -> tuple[float | None, float | None, float | None, int]:
@@ -154,7 +198,8 @@ def rows_for(runs: list[Run]) -> list[dict]:
     cells: dict[tuple, list[Run]] = {}
     for run in runs:
         start = run.start
-        cell = (start["framework"], start["strategy"], start["world_size"])
+        strategy = start["strategy"] + (f" ({run.row_variant()})" if run.row_variant() else "")
+        cell = (start["framework"], strategy, start["world_size"])
         cells.setdefault(cell, []).append(run)
     rows = []
     for (framework, strategy, world), members in sorted(cells.items()):

@@ -11,15 +11,15 @@ import datetime as dt
 import platform
 import socket
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from common.cluster import ClusterSpec
+from common import data
+from common.cluster import ClusterSpec, unique_stamp
 from common.config import Config
-from common.config_io import add_config_arguments, config_hash, save_config, to_dict
+from common.config_io import add_config_arguments, config_hash, to_dict
 from common.metrics import SCHEMA_VERSION, percentiles, time_to_target
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -49,26 +49,35 @@ def git_commit(repo: Path = REPO_ROOT) -> str | None:
     return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
+def check_launch(cfg: Config, world_size: int) -> None:
+    """Everything that can be checked before a run folder or a process group exists, on every
+    rank alike: the batch against the world and the data, and the data files' checksums.
+    Raises ValueError naming the fix."""
+    global_batch = cfg.train.global_batch_size(world_size)
+    samples = min(cfg.data.train_limit or data.TRAIN_SAMPLES, data.TRAIN_SAMPLES)
+    if samples < global_batch:
+        raise ValueError(
+            f"data.train_limit={cfg.data.train_limit} leaves {samples} training samples, fewer "
+            f"than one global batch of {global_batch}; raise data.train_limit or lower "
+            "train.batch_size"
+        )
+    try:
+        data.check_files(cfg.data.dir)
+    except data.DataError as error:
+        raise ValueError(str(error)) from None
+
+
 def run_name(cfg: Config, framework: str, strategy: str, cluster: ClusterSpec) -> str:
     """output.run_name, else <framework>-<strategy>-<model>-w<world>-<launch id>.
 
     Every rank must reach the same name; the launch id (SLURM job, launcher run id) is shared by
-    all ranks. Without one (a bare torchrun) the time is used, which only the chief may rely on:
-    the frameworks then broadcast the chief's name.
+    all ranks. Without one (a bare torchrun) a unique stamp is drawn, which only the chief's
+    counts: `common.session.start_run` broadcasts the chief's name.
     """
     if cfg.output.run_name:
         return cfg.output.run_name
-    stamp = cluster.launch_id or time.strftime("%Y%m%d-%H%M%S")
+    stamp = cluster.launch_id or unique_stamp()
     return f"{framework}-{strategy}-{cfg.model.name}-w{cluster.world_size}-{stamp}"
-
-
-def prepare_run_dir(cfg: Config, name: str, is_chief: bool) -> Path:
-    """The run folder; the chief creates it and writes the resolved config into it."""
-    run_dir = Path(cfg.output.dir) / name
-    if is_chief:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, run_dir)
-    return run_dir
 
 
 def run_start_record(

@@ -73,16 +73,11 @@ class Trainer(Protocol):
 
     def memory_use(self) -> MemoryUse: ...
 
-    def checkpoint_root(self, run_dir: Path) -> Path: ...
+    def save_checkpoint(self, folder: Path) -> None:
+        """Collective: the state, into `folder` (each rank writes its own part)."""
 
-    def latest_checkpoint(self, run_dir: Path) -> Path | None:
-        """The newest complete checkpoint under `checkpoint_root`, or None."""
-
-    def save_checkpoint(self, run_dir: Path, epoch: int, extras: dict) -> None:
-        """Collective: the state after `epoch` epochs, with the chief's `extras`."""
-
-    def load_checkpoint(self, path: Path) -> dict:
-        """Collective: restore the state saved at `path`; return the extras saved with it."""
+    def load_checkpoint(self, folder: Path) -> None:
+        """Collective: restore the state saved into `folder`."""
 
     def export_model(self, run_dir: Path) -> Path:
         """Collective: the final weights in the canonical layout; the chief writes them."""
@@ -134,19 +129,13 @@ class TrainerBase:
     def memory_use(self) -> MemoryUse:
         return self.memory.memory_use(self.info.device, self.model, self.optimizer)
 
-    def checkpoint_root(self, run_dir: Path) -> Path:
-        return self.checkpoint.checkpoint_root(run_dir)
-
-    def latest_checkpoint(self, run_dir: Path) -> Path | None:
-        return self.checkpoint.latest_checkpoint(run_dir)
-
-    def save_checkpoint(self, run_dir: Path, epoch: int, extras: dict) -> None:
+    def save_checkpoint(self, folder: Path) -> None:
         held = {"model": self.model, "optimizer": self.optimizer, "info": self.info}
-        self.checkpoint.save_checkpoint(run_dir, epoch, **held, extras=extras)
+        self.checkpoint.save_checkpoint(folder, **held)
 
-    def load_checkpoint(self, path: Path) -> dict:
+    def load_checkpoint(self, folder: Path) -> None:
         held = {"model": self.model, "optimizer": self.optimizer, "info": self.info}
-        return self.checkpoint.load_checkpoint(path, **held)
+        self.checkpoint.load_checkpoint(folder, **held)
 
     def export_model(self, run_dir: Path) -> Path:
         return self.checkpoint.export_model(self.model, run_dir, self.info)

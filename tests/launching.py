@@ -52,7 +52,7 @@ def runner(module: str, root: Path):
     return run
 
 
-def kill_second_rank_mid_training(module: str, root: Path, timeout_s: float = 20):
+def kill_second_rank_mid_training(module: str, root: Path, *extra: str, timeout_s: float = 20):
     """Start 2 ranks of `module` bare (the launcher would stop the survivor itself) on a whole
     MNIST epoch with a step record per step and dist.timeout_s=`timeout_s`, wait for 20 step
     records, SIGKILL rank 1; return (rank 0's output, its exit code, seconds it took to exit
@@ -72,6 +72,7 @@ def kill_second_rank_mid_training(module: str, root: Path, timeout_s: float = 20
         f"dist.timeout_s={timeout_s}",
         f"output.dir={root}",
         "output.run_name=killed",
+        *extra,
     ]
     metrics_file = root / "killed" / metrics.METRICS_FILENAME
 

@@ -1,15 +1,14 @@
-"""Checkpoints with tf.train.CheckpointManager, and the final model export.
+"""Checkpoints with tf.train.Checkpoint, and the final model export.
 
-Every worker saves (saving may run collectives): the chief into `<run>/checkpoints/tf/`, the
-others into their own temporary folders, which are deleted again, as TensorFlow's multi-worker
-guide asks. After all have saved, the chief writes `epoch-NNNN.json` (epoch, elapsed time, the
-epoch records so far); --resume takes the newest checkpoint that has one, so a checkpoint cut
-off half-way is ignored. Every worker restores from the chief's folder.
+`save_checkpoint` writes into the folder `common.loop` gives it (`common.checkpoints` decides
+where, marks it complete with a manifest of checksums, and verifies it before a resume). Every
+worker saves, since saving may run collectives: the chief into that folder, the others into
+temporary folders beside it, deleted again, as TensorFlow's multi-worker guide asks. Every
+worker restores from the chief's files.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import zlib
 from pathlib import Path
@@ -22,9 +21,7 @@ from common import collectives
 from tf_impl.dist import DistInfo, all_reduce_sum, barrier
 from tf_impl.model import get_weights
 
-
-def checkpoint_root(run_dir: Path) -> Path:
-    return run_dir / "checkpoints" / "tf"
+PREFIX = "state"  # the chief's files: state.index, state.data-00000-of-00001
 
 
 def _state(model, optimizer) -> tf.train.Checkpoint:
@@ -39,48 +36,19 @@ def _state(model, optimizer) -> tf.train.Checkpoint:
     return tf.train.Checkpoint(model=model, optimizer=optimizer, dropout_seeds=seeds)
 
 
-def _manager(run_dir: Path, model, optimizer, info: DistInfo) -> tf.train.CheckpointManager:
-    root = checkpoint_root(run_dir)
-    directory = root if info.is_chief else run_dir / "checkpoints" / f"tmp-worker-{info.rank}"
-    return tf.train.CheckpointManager(_state(model, optimizer), str(directory), max_to_keep=2)
-
-
-def save_checkpoint(
-    run_dir: Path, epoch: int, *, model, optimizer, info: DistInfo, extras: dict
-) -> Path:
-    """Save after `epoch` epochs (collective: every worker calls it); the marker's path."""
-    manager = _manager(run_dir, model, optimizer, info)
-    path = manager.save(checkpoint_number=epoch)
+def save_checkpoint(folder: Path, *, model, optimizer, info: DistInfo) -> None:
+    """This worker's save (collective: every worker calls it)."""
+    target = folder if info.is_chief else folder.parent / f"tmp-{folder.name}-worker-{info.rank}"
+    target.mkdir(parents=True, exist_ok=True)
+    _state(model, optimizer).write(str(target / PREFIX))
     barrier(info)
-    if info.is_chief:
-        record = {"epoch": epoch, "checkpoint": Path(path).name, **extras}
-        target = checkpoint_root(run_dir) / f"epoch-{epoch:04d}.json"
-        partial = target.with_suffix(".json.partial")
-        partial.write_text(json.dumps(record), encoding="utf-8")
-        partial.replace(target)
-    else:
-        shutil.rmtree(manager.directory, ignore_errors=True)
-    barrier(info)
-    return checkpoint_root(run_dir) / f"epoch-{epoch:04d}.json"
+    if not info.is_chief:
+        shutil.rmtree(target, ignore_errors=True)
 
 
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The newest `epoch-NNNN.json` whose checkpoint files are all there, or None."""
-    for marker in sorted(checkpoint_root(run_dir).glob("epoch-*.json"), reverse=True):
-        name = json.loads(marker.read_text(encoding="utf-8"))["checkpoint"]
-        if (marker.parent / f"{name}.index").is_file():
-            return marker
-    return None
-
-
-def load_checkpoint(path: Path, *, model, optimizer, info: DistInfo) -> dict:
-    """Restore model and optimizer (built first, so nothing is restored lazily) from the
-    checkpoint whose marker is `path`; the extras."""
-    extras = json.loads(path.read_text(encoding="utf-8"))
-    _state(model, optimizer).restore(
-        str(path.parent / extras["checkpoint"])
-    ).assert_existing_objects_matched()
-    return extras
+def load_checkpoint(folder: Path, *, model, optimizer, info: DistInfo) -> None:
+    """Restore model and optimizer (built first, so nothing is restored lazily) (collective)."""
+    _state(model, optimizer).read(str(folder / PREFIX)).assert_existing_objects_matched()
 
 
 def export_model(model: keras.Model, run_dir: Path, info: DistInfo) -> Path:

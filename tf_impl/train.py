@@ -153,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     args, options = run.parse_train_args("python -m tf_impl.train", __doc__, argv)
     try:
         cfg = config_io.config_from_args(args)
-        info = dist.setup_distributed(cfg, cluster.from_environment())
+        spec = cluster.from_environment()
+        run.check_launch(cfg, spec.world_size)
+        info = dist.setup_distributed(cfg, spec)
     except ValueError as error:  # bad config or launch variables: nothing has started
         print(f"error: {error}", file=sys.stderr)
         return 2

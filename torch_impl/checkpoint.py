@@ -1,13 +1,12 @@
 """Checkpoints with torch.distributed.checkpoint (DCP), and the final unsharded export.
 
-A checkpoint is `<run>/checkpoints/epoch-NNNN/`: the DCP shards of model and optimizer (each
-rank writes its own), each rank's RNG state, and `complete.json`, written by the chief after
-every rank has finished, so a checkpoint without it is ignored by --resume.
+`save_checkpoint` writes into the folder `common.loop` gives it (`common.checkpoints` decides
+where, marks it complete with a manifest of checksums, and verifies it before a resume): the
+DCP shards of model and optimizer (each rank writes its own) and each rank's RNG state.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -22,53 +21,28 @@ from torch.distributed.checkpoint.state_dict import (
 
 from torch_impl.dist import DistInfo, barrier
 
-COMPLETE = "complete.json"
 
-
-def checkpoint_root(run_dir: Path) -> Path:
-    return run_dir / "checkpoints"
-
-
-def save_checkpoint(
-    run_dir: Path, epoch: int, *, model: nn.Module, optimizer, info: DistInfo, extras: dict
-) -> Path:
-    """Save after `epoch` epochs (collective: every rank calls it)."""
-    path = checkpoint_root(run_dir) / f"epoch-{epoch:04d}"
+def save_checkpoint(folder: Path, *, model: nn.Module, optimizer, info: DistInfo) -> None:
+    """This rank's part of the state (collective: every rank calls it)."""
     model_state, optim_state = get_state_dict(model, optimizer)
-    dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=path)
-    torch.save(torch.get_rng_state(), path / f"rng-rank{info.rank}.pt")
+    dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=folder)
+    torch.save(torch.get_rng_state(), folder / f"rng-rank{info.rank}.pt")
     if info.device.type == "cuda":
-        torch.save(torch.cuda.get_rng_state(info.device), path / f"cuda-rng-rank{info.rank}.pt")
-    barrier(info)
-    if info.is_chief:
-        (path / COMPLETE).write_text(json.dumps({"epoch": epoch, **extras}))
-    barrier(info)
-    return path
+        torch.save(torch.cuda.get_rng_state(info.device), folder / f"cuda-rng-rank{info.rank}.pt")
 
 
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    complete = sorted(checkpoint_root(run_dir).glob(f"epoch-*/{COMPLETE}"))
-    return complete[-1].parent if complete else None
-
-
-def load_checkpoint(path: Path, *, model: nn.Module, optimizer, info: DistInfo) -> dict:
-    """Restore model, optimizer and this rank's RNG; return the chief's extras."""
+def load_checkpoint(folder: Path, *, model: nn.Module, optimizer, info: DistInfo) -> None:
+    """Restore model, optimizer and this rank's RNG (collective)."""
     model_state, optim_state = get_state_dict(model, optimizer)
     state = {"model": model_state, "optim": optim_state}
-    dcp.load(state, checkpoint_id=path)
+    dcp.load(state, checkpoint_id=folder)
     set_state_dict(
         model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"]
     )
-    rng = path / f"rng-rank{info.rank}.pt"
-    if not rng.is_file():
-        raise RuntimeError(
-            f"{path} has no RNG state for rank {info.rank}: it was written by a run with another "
-            "world size; resume with the same number of ranks"
-        )
-    torch.set_rng_state(torch.load(rng))
-    if info.device.type == "cuda" and (path / f"cuda-rng-rank{info.rank}.pt").is_file():
-        torch.cuda.set_rng_state(torch.load(path / f"cuda-rng-rank{info.rank}.pt"), info.device)
-    return json.loads((path / COMPLETE).read_text())
+    torch.set_rng_state(torch.load(folder / f"rng-rank{info.rank}.pt"))
+    cuda_rng = folder / f"cuda-rng-rank{info.rank}.pt"
+    if info.device.type == "cuda" and cuda_rng.is_file():
+        torch.cuda.set_rng_state(torch.load(cuda_rng), info.device)
 
 
 def export_model(model: nn.Module, run_dir: Path, info: DistInfo) -> Path:

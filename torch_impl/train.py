@@ -101,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = config_io.config_from_args(args)
         spec = cluster.from_environment()
+        run.check_launch(cfg, spec.world_size)
         on_gpu = dist.pick_device(cfg, spec).type == "cuda"
         check_options(cfg, spec.world_size, cuda=on_gpu)  # before any process group
         info = dist.setup_distributed(cfg, spec)

@@ -80,25 +80,13 @@ class NumpyTrainer:
             peak_bytes=0, peak_counts="nothing", param_bytes=held, grad_bytes=held, optim_bytes=0
         )
 
-    def checkpoint_root(self, run_dir):
-        return run_dir / "checkpoints"
+    def save_checkpoint(self, folder):
+        np.save(folder / "w.npy", self.w)
+        (folder / "noise.json").write_text(json.dumps(self.noise.bit_generator.state))
 
-    def latest_checkpoint(self, run_dir):
-        markers = sorted(self.checkpoint_root(run_dir).glob("epoch-*.json"))
-        return markers[-1] if markers else None
-
-    def save_checkpoint(self, run_dir, epoch, extras):
-        root = self.checkpoint_root(run_dir)
-        root.mkdir(parents=True, exist_ok=True)
-        np.save(root / f"epoch-{epoch:04d}.npy", self.w)
-        state = {"epoch": epoch, "noise": self.noise.bit_generator.state, **extras}
-        (root / f"epoch-{epoch:04d}.json").write_text(json.dumps(state))
-
-    def load_checkpoint(self, path):
-        extras = json.loads(path.read_text())
-        self.w = np.load(path.with_suffix(".npy"))
-        self.noise.bit_generator.state = extras["noise"]
-        return extras
+    def load_checkpoint(self, folder):
+        self.w = np.load(folder / "w.npy")
+        self.noise.bit_generator.state = json.loads((folder / "noise.json").read_text())
 
     def export_model(self, run_dir):
         np.save(run_dir / "model.npy", self.w)
@@ -114,7 +102,10 @@ class NumpyTrainer:
 @pytest.fixture(autouse=True)
 def keep_signal_handlers():
     """execute() installs the run's handlers; give pytest its own back afterwards."""
-    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
+    saved = {
+        s: signal.getsignal(s)
+        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGCHLD)
+    }
     yield
     for signum, handler in saved.items():
         signal.signal(signum, handler)
@@ -180,18 +171,20 @@ def test_sigusr1_checkpoints_the_epoch_and_exits_for_requeue(tmp_path):
     assert (status, code) == ("aborted", loop.PREEMPTED_EXIT)
     assert kinds(records).count("epoch") == 1
     assert "preempted (SIGUSR1): checkpointed epoch 1" in records[-1]["error"]
-    assert (tmp_path / "pre" / "checkpoints" / "epoch-0001.json").is_file()
+    assert (tmp_path / "pre" / "checkpoints" / "epoch-0001" / "manifest.json").is_file()
     status, code, records = run(tmp_path, "pre", None, RunOptions(auto_resume=True))
     assert (status, code, records[-1]["epochs_completed"]) == ("success", 0, 3)
 
 
-def test_resume_without_a_checkpoint_fails_and_names_where_it_looked(tmp_path):
-    status, code, records = run(tmp_path, "none", None, RunOptions(resume=True))
-    assert (status, code) == ("failed", 1)
-    assert (
-        f"no complete checkpoint under {tmp_path / 'none' / 'checkpoints'}"
-        in (records[-1]["error"])
-    )
+def test_resume_without_a_checkpoint_is_refused_and_names_where_it_looked(tmp_path, capsys):
+    cfg = config_io.load_config(None, [f"output.dir={tmp_path}", "output.run_name=none"])
+    assert loop.execute(cfg, RunOptions(resume=True), NumpyTrainer()) == ("failed", 2)
+    assert f"no run folder {tmp_path / 'none'} to go on with" in capsys.readouterr().err
+    (tmp_path / "none").mkdir()
+    assert loop.execute(cfg, RunOptions(resume=True), NumpyTrainer()) == ("failed", 2)
+    expected = f"no complete checkpoint under {tmp_path / 'none' / 'checkpoints'}"
+    assert expected in capsys.readouterr().err
+    assert list((tmp_path / "none").iterdir()) == []  # nothing written
 
 
 def test_a_failing_step_ends_the_run_with_the_trainers_description(tmp_path):
@@ -203,5 +196,5 @@ def test_a_failing_step_ends_the_run_with_the_trainers_description(tmp_path):
 
 def test_checkpoint_cadence(tmp_path):
     run(tmp_path, "every2", None, RunOptions(), "train.checkpoint_every_epochs=2")
-    saved = sorted(p.name for p in (tmp_path / "every2" / "checkpoints").glob("*.json"))
-    assert saved == ["epoch-0002.json"]
+    saved = sorted(p.parent.name for p in (tmp_path / "every2").glob("checkpoints/*/manifest.json"))
+    assert saved == ["epoch-0002"]

@@ -47,7 +47,8 @@ def test_tables_line_up_both_frameworks_and_set_incomparable_runs_apart(results,
         ("torch", "single", 1),
     ]
     assert first["key"]["batch"] == "64 global" and second["key"]["batch"] == "128 global"
-    assert "torch ddp x2) are not put beside the first group: batch 128 global vs 64 global" in err
+    assert first["key"]["train.batch_size"] == 64 and second["key"]["train.batch_size"] == 128
+    assert "torch ddp x2) are not put beside the first group: train.batch_size 128 vs 64" in err
     for row in first["rows"]:
         assert row["samples_s"] > 0 and 0 < row["efficiency"] and row["final_acc"] > 0.5
         assert row["peak_counts"] == "process peak RSS" and row["status"] == "success"

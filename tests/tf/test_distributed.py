@@ -104,8 +104,8 @@ def test_stop_resume_finish_equals_an_uninterrupted_run(run_tf):
     common = ["train.epochs=3", "output.save_model=true", "model.dropout=true"]
     run_tf("whole", 2, *common)
     _, run_dir = run_tf("parts", 2, *common, extra=["--stop-after-epoch", "1"])
-    assert (run_dir / "checkpoints" / "tf" / "epoch-0001.json").is_file()
-    assert not (run_dir / "checkpoints" / "tmp-worker-1").exists()
+    assert (run_dir / "checkpoints" / "epoch-0001" / "manifest.json").is_file()
+    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["epoch-0001"]  # no tmp
     run_tf("parts", 2, *common, extra=["--resume"])
     whole, parts = tf_weights(run_dir.parent / "whole"), tf_weights(run_dir)
     for name in whole:
@@ -118,10 +118,11 @@ def test_stop_resume_finish_equals_an_uninterrupted_run(run_tf):
     assert statuses == ["aborted", "success"]
 
 
-def test_resume_without_a_checkpoint_fails_clearly(run_tf):
-    done, _ = run_tf("nothing", 2, extra=["--resume"], check=False)
-    assert done.returncode == 1
-    assert "--resume: no complete checkpoint under" in done.stdout
+def test_resume_without_a_run_is_refused_clearly(run_tf):
+    done, run_dir = run_tf("nothing", 2, extra=["--resume"], check=False)
+    assert done.returncode == 2
+    assert f"--resume: there is no run folder {run_dir} to go on with" in done.stdout
+    assert not run_dir.exists()
 
 
 def test_a_killed_worker_makes_the_other_fail_within_the_timeout(tmp_path):

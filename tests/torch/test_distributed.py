@@ -115,7 +115,7 @@ def test_stop_resume_finish_equals_an_uninterrupted_run(run_torch):
     common = ["torch.strategy=fsdp2", "train.epochs=3", "output.save_model=true"]
     run_torch("whole", 2, *common)
     done, run_dir = run_torch("parts", 2, *common, extra=["--stop-after-epoch", "1"])
-    assert (run_dir / "checkpoints" / "epoch-0001" / "complete.json").is_file()
+    assert (run_dir / "checkpoints" / "epoch-0001" / "manifest.json").is_file()
     assert not (run_dir / "model.pt").exists()
     run_torch("parts", 2, *common, extra=["--resume"])
     whole, parts = final_weights(run_dir.parent / "whole"), final_weights(run_dir)
