@@ -50,7 +50,7 @@ def write_manifest(folder: Path, *, epoch: int, extras: dict) -> Path:
     files = {str(path.relative_to(folder)): sha256(path) for path in _files(folder)}
     manifest = folder / MANIFEST
     partial = folder / f"{MANIFEST}.partial"
-    partial.write_text(json.dumps({"epoch": epoch, "files": files, **extras}), encoding="utf-8")
+    partial.write_text(json.dumps({**extras, "epoch": epoch, "files": files}), encoding="utf-8")
     partial.replace(manifest)
     return manifest
 

@@ -297,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     except DataError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except OSError as error:  # a read-only or full folder, a path through a file
+        print(f"error: cannot use {args.dir or resolve_dir()} for MNIST: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

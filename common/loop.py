@@ -201,8 +201,11 @@ def execute(cfg: Config, options: run.RunOptions, trainer: Trainer) -> tuple[str
             total_time_s=current[0].total_time_s(),
             error=error,
         )
-        current[0].write(end)
-        current[0].writer.close()
+        try:
+            current[0].write(end)
+            current[0].writer.close()
+        except OSError as lost:  # a full or vanished output.dir: say so where it can be seen
+            print(f"error: run_end could not be written ({lost}): {end}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     return status, code

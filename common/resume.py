@@ -91,6 +91,9 @@ def prepare_folder(run_dir: Path, options: RunOptions) -> None:
         raise RunRefused(f"--resume: there is no run folder {run_dir} to go on with")
     try:
         run_dir.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # a file in the way, a read-only or full file system
+        raise RunRefused(f"cannot create the run folder {run_dir}: {error}") from None
+    try:
         run_dir.mkdir(exist_ok=going_on)
     except FileExistsError:
         raise RunRefused(

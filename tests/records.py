@@ -8,11 +8,11 @@ CFG = load_config(None, ["train.target_accuracy=0.9"])
 SPEC = local_spec(2, master_port=1, tf_ports=(2, 3), launch_id="t")
 
 
-def start_record():
+def start_record(run_id="r1", cfg=CFG):
     return run.run_start_record(
-        CFG,
+        cfg,
         SPEC,
-        run_id="r1",
+        run_id=run_id,
         framework="torch",
         framework_version="2.13.0",
         strategy="ddp",
@@ -55,9 +55,12 @@ def epoch_record(epoch, accuracy, elapsed):
     }
 
 
-def write_run(path, epochs=((1, 0.85, 2.0), (2, 0.92, 4.0), (3, 0.95, 6.0))):
+def write_run(
+    path, epochs=((1, 0.85, 2.0), (2, 0.92, 4.0), (3, 0.95, 6.0)), *, run_id=None, cfg=CFG
+):
+    """A whole run's file; its run_id is its folder's name unless given."""
     with metrics.MetricsWriter(path) as writer:
-        writer.write(start_record())
+        writer.write(start_record(run_id or path.parent.name, cfg))
         written = [writer.write(epoch_record(*e)) for e in epochs]
         writer.write({"record": "step", "epoch": 3, "step": 30, "loss": 0.3, "lr": 1e-3})
         writer.write(run.run_end_record(CFG, status="success", epochs=written, total_time_s=6.5))

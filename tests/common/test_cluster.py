@@ -161,3 +161,8 @@ def test_one_process_gets_no_tf_config():
     environ = {"TF_CONFIG": "{}"}
     cluster.write_tf_config(cluster.from_environment({}), environ)
     assert "TF_CONFIG" not in environ
+
+
+def test_stamps_drawn_in_the_same_second_differ():
+    stamps = {cluster.unique_stamp() for _ in range(50)}
+    assert len(stamps) == 50

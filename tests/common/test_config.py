@@ -62,6 +62,10 @@ def test_overrides_are_typed_by_the_schema():
         ),
         ("optim.lr=-1", r"optim.lr must be greater than 0, got -1.0"),
         ("train.target_accuracy=98", r"train.target_accuracy is a fraction in \(0, 1\]"),
+        ("optim.lr=.inf", r"optim.lr: expected a finite number, got inf"),
+        ("optim.momentum=.nan", r"optim.momentum: expected a finite number, got nan"),
+        ("output.run_name=" + "r" * 201, r"output.run_name is 201 bytes long; at most 200"),
+        ("output.run_name=.hidden", r"output.run_name is a folder name, not a path"),
         ("optim.lr", r"must look like section.key=value"),
         ("lr=0.1", r"must look like section.key=value"),
     ],
@@ -81,6 +85,18 @@ def test_bad_preset_file_names_the_file(tmp_path):
     preset.write_text("- a list\n")
     with pytest.raises(ValueError, match="must hold a mapping"):
         config_io.load_config(preset)
+
+
+def test_an_error_says_whether_the_preset_or_an_override_caused_it(tmp_path):
+    preset = tmp_path / "fine.yaml"
+    preset.write_text("train:\n  epochs: 2\n")
+    with pytest.raises(
+        ValueError, match=r"expected an integer, got 'x' \(after --set train.epochs=x\)"
+    ):
+        config_io.load_config(preset, ["train.epochs=x"])
+    preset.write_text("train:\n  epochs: x\n")
+    with pytest.raises(ValueError, match=r"expected an integer, got 'x' \(in .*fine.yaml\)"):
+        config_io.load_config(preset, ["train.epochs=2"])
 
 
 def test_global_batch_must_split_over_the_ranks():

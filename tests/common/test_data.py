@@ -118,3 +118,12 @@ def test_real_mnist_loads_and_normalizes(mnist):
     pixels = data.normalize(again.train_images)
     assert pixels.dtype == np.float32
     assert abs(float(pixels.mean())) < 1e-3 and abs(float(pixels.std()) - 1.0) < 1e-3
+
+
+def test_fetch_into_an_unusable_folder_says_so(tmp_path, capsys):
+    from common import data
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    assert data.main(["fetch", "--dir", str(blocker / "mnist")]) == 1
+    assert f"cannot use {blocker / 'mnist'} for MNIST" in capsys.readouterr().err

@@ -59,7 +59,7 @@ def test_a_peer_that_ignores_sigterm_is_killed_within_ten_seconds():
         timeout=60,
     )
     assert out.returncode == 128 + 9 and "rank 0 failed with exit code 137" in out.stderr
-    assert time.monotonic() - start < 11
+    assert time.monotonic() - start < 2 * 5 + 2  # grace to fail alone, then grace after SIGTERM
 
 
 def test_bad_invocations_fail_with_a_message():
@@ -69,3 +69,59 @@ def test_bad_invocations_fail_with_a_message():
         [*LAUNCH, "--nproc", "2", "--", "/no/such/program"], capture_output=True, text=True
     )
     assert out.returncode == 127 and "cannot start '/no/such/program'" in out.stderr
+
+
+REPORTER = (
+    "import os, signal, sys, time\n"
+    "def stopped(signum, frame):\n"
+    "    reason = open(os.environ['SUITE_STOP_REASON']).read()\n"
+    "    print('SIGTERM because', reason, flush=True); sys.exit(5)\n"
+    "signal.signal(signal.SIGTERM, stopped)\n"
+    "if os.environ['RANK'] == '1':\n    sys.exit(3)\n"
+)
+
+
+def test_the_others_may_fail_on_their_own_before_sigterm():
+    script = REPORTER + "time.sleep(0.5); print('failed on my own', flush=True); sys.exit(4)\n"
+    out = subprocess.run(
+        [*LAUNCH, "--nproc", "2", "--grace", "3", "--", sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 3 and "rank 1 failed with exit code 3" in out.stderr
+    assert "[rank 0] failed on my own" in out.stdout and "SIGTERM" not in out.stdout
+
+
+def test_a_rank_stopped_after_the_grace_hears_why():
+    start = time.monotonic()
+    out = subprocess.run(
+        [
+            *LAUNCH,
+            "--nproc",
+            "2",
+            "--grace",
+            "1",
+            "--",
+            sys.executable,
+            "-c",
+            REPORTER + "time.sleep(300)\n",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 3
+    assert "[rank 0] SIGTERM because rank 1 failed (exit code 3)" in out.stdout
+    assert 1 <= time.monotonic() - start < 5
+
+
+def test_a_rank_killed_by_a_signal_is_blamed_before_a_peer_that_exited():
+    from common.launch import _first_failure
+
+    exits = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(1)"])
+    killed = subprocess.Popen([sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"])
+    for process in (exits, killed):
+        process.wait(timeout=30)
+    assert _first_failure([exits, killed]) == (1, -9)  # rank 1, although rank 0 failed too
+    assert _first_failure([exits]) == (0, 1)

@@ -20,9 +20,10 @@ class NumpyTrainer:
     device_type = device_name = "cpu"
     steps_per_epoch, global_batch = 4, 16
 
-    def __init__(self, fail_at_step=None, preempt_at_step=None):
+    def __init__(self, fail_at_step=None, preempt_at_step=None, failure=None):
         self.spec = cluster.from_environment({})
         self.fail_at_step, self.preempt_at_step = fail_at_step, preempt_at_step
+        self.failure = failure or ValueError("a step broke")
         self.steps_taken = 0
 
     def versions(self):
@@ -60,7 +61,7 @@ class NumpyTrainer:
     def train_step(self, batch, lr):
         self.steps_taken += 1
         if self.steps_taken == self.fail_at_step:
-            raise ValueError("a step broke")
+            raise self.failure
         if self.steps_taken == self.preempt_at_step:
             os.kill(os.getpid(), signal.SIGUSR1)  # SLURM's warning, to this very process
         loss, gradient = self._loss_and_gradient(batch)
@@ -198,3 +199,46 @@ def test_checkpoint_cadence(tmp_path):
     run(tmp_path, "every2", None, RunOptions(), "train.checkpoint_every_epochs=2")
     saved = sorted(p.parent.name for p in (tmp_path / "every2").glob("checkpoints/*/manifest.json"))
     assert saved == ["epoch-0002"]
+
+
+class LikeCheckpointException(BaseException):
+    """torch.distributed.checkpoint's CheckpointException derives from BaseException too."""
+
+
+def test_a_failure_outside_exception_still_ends_with_run_end(tmp_path):
+    broken = NumpyTrainer(fail_at_step=2, failure=LikeCheckpointException("shard truncated"))
+    status, code, records = run(tmp_path, "base", broken)
+    assert (status, code) == ("failed", 1)
+    assert records[-1]["record"] == "run_end"
+    assert records[-1]["error"] == "rank 0: LikeCheckpointException: shard truncated"
+
+
+def test_a_new_run_refuses_a_used_folder_and_leaves_it_as_it_was(tmp_path, capsys):
+    run(tmp_path, "taken")
+    before = (tmp_path / "taken" / "metrics.jsonl").read_bytes()
+    status, code = loop.execute(
+        config_io.load_config(None, [f"output.dir={tmp_path}", "output.run_name=taken"]),
+        RunOptions(),
+        NumpyTrainer(),
+    )
+    assert (status, code) == ("failed", 2)
+    assert "already exists and holds another run" in capsys.readouterr().err
+    assert (tmp_path / "taken" / "metrics.jsonl").read_bytes() == before
+
+
+def test_resume_writes_a_resume_record_and_counts_the_earlier_launch(tmp_path):
+    _, _, first = run(tmp_path, "two", None, RunOptions(stop_after_epoch=2))
+    _, _, records = run(tmp_path, "two", None, RunOptions(resume=True))
+    resumed = [r for r in records if r["record"] == "resume"]
+    assert [r["epoch"] for r in resumed] == [2]
+    assert resumed[0]["checkpoint"].endswith("checkpoints/epoch-0002")
+    saved = json.loads((tmp_path / "two/checkpoints/epoch-0002/manifest.json").read_text())
+    assert records[-1]["total_time_s"] > saved["run_time_s"] > 0
+
+
+def test_an_output_dir_that_cannot_hold_folders_is_refused(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    cfg = config_io.load_config(None, [f"output.dir={blocker}", "output.run_name=r"])
+    assert loop.execute(cfg, RunOptions(), NumpyTrainer()) == ("failed", 2)
+    assert f"cannot create the run folder {blocker / 'r'}" in capsys.readouterr().err

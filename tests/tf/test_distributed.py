@@ -106,6 +106,10 @@ def test_stop_resume_finish_equals_an_uninterrupted_run(run_tf):
     _, run_dir = run_tf("parts", 2, *common, extra=["--stop-after-epoch", "1"])
     assert (run_dir / "checkpoints" / "epoch-0001" / "manifest.json").is_file()
     assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["epoch-0001"]  # no tmp
+    before = (run_dir / "metrics.jsonl").read_bytes()
+    done, _ = run_tf("parts", 0, *common, extra=["--resume"], check=False)  # one worker
+    assert done.returncode == 2 and "world_size: 2 in the checkpoint, 1 now" in done.stderr
+    assert (run_dir / "metrics.jsonl").read_bytes() == before
     run_tf("parts", 2, *common, extra=["--resume"])
     whole, parts = tf_weights(run_dir.parent / "whole"), tf_weights(run_dir)
     for name in whole:
@@ -116,6 +120,23 @@ def test_stop_resume_finish_equals_an_uninterrupted_run(run_tf):
         if r["record"] == "run_end"
     ]
     assert statuses == ["aborted", "success"]
+
+
+def test_a_corrupt_checkpoint_is_named_and_not_resumed(run_tf):
+    _, run_dir = run_tf("bits", 0, "train.epochs=2", extra=["--stop-after-epoch", "1"])
+    (data,) = (run_dir / "checkpoints" / "epoch-0001").glob("state.data-*")
+    flipped = bytearray(data.read_bytes())
+    flipped[5] ^= 0x10
+    data.write_bytes(bytes(flipped))
+    done, _ = run_tf("bits", 0, "train.epochs=2", extra=["--resume"], check=False)
+    assert done.returncode == 1
+    assert f"no intact checkpoint left: {data} does not match its checksum" in done.stderr
+
+
+def test_fp16_on_the_cpu_is_refused_before_anything_starts(run_tf):
+    done, run_dir = run_tf("fp16", 0, "tf.mixed_precision=fp16", check=False)
+    assert done.returncode == 2 and "tf.mixed_precision=fp16 needs a GPU" in done.stderr
+    assert not run_dir.exists()
 
 
 def test_resume_without_a_run_is_refused_clearly(run_tf):

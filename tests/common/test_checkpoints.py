@@ -1,0 +1,130 @@
+"""Checkpoint folders (common.checkpoints) and whether a launch may go on with a run
+(common.resume): real files, flipped bytes, configs that differ."""
+
+import json
+
+import pytest
+
+from common import checkpoints, config_io, resume
+from common.run import RunOptions
+
+
+def make_checkpoint(run_dir, epoch, payload=b"weights"):
+    folder = checkpoints.epoch_dir(run_dir, epoch)
+    (folder / "shards").mkdir(parents=True)
+    (folder / "shards" / "rank0.bin").write_bytes(payload * 100)
+    (folder / "rng.pt").write_bytes(b"rng")
+    extras = {"elapsed_s": 1.0, "run_time_s": 2.0, "epoch_records": []}
+    checkpoints.write_manifest(folder, epoch=epoch, extras=extras)
+    return folder
+
+
+def test_an_intact_checkpoint_verifies_and_a_flipped_byte_does_not(tmp_path):
+    folder = make_checkpoint(tmp_path, 1)
+    assert checkpoints.problem(folder) is None
+    shard = folder / "shards" / "rank0.bin"
+    data = bytearray(shard.read_bytes())
+    data[17] ^= 0x01
+    shard.write_bytes(bytes(data))
+    assert checkpoints.problem(folder) == f"{shard} does not match its checksum in " + str(
+        folder / "manifest.json"
+    )
+
+
+def test_missing_extra_and_unreadable_files_are_named(tmp_path):
+    folder = make_checkpoint(tmp_path, 1)
+    (folder / "rng.pt").unlink()
+    assert checkpoints.problem(folder) == f"{folder / 'rng.pt'} is missing"
+    folder = make_checkpoint(tmp_path, 2)
+    (folder / "stray.bin").write_bytes(b"?")
+    assert "stray.bin is not in" in checkpoints.problem(folder)
+    folder = make_checkpoint(tmp_path, 3)
+    (folder / "manifest.json").write_text("{broken")
+    assert checkpoints.problem(folder).startswith(f"{folder / 'manifest.json'} cannot be read")
+
+
+def test_resume_falls_back_to_the_newest_intact_checkpoint(tmp_path):
+    make_checkpoint(tmp_path, 1)
+    second = make_checkpoint(tmp_path, 2)
+    checkpoints.epoch_dir(tmp_path, 3).mkdir()  # cut off before its manifest: not complete
+    (second / "rng.pt").write_bytes(b"RNG")
+    warnings = []
+    chosen = checkpoints.newest_intact(tmp_path, warnings.append)
+    assert chosen == checkpoints.epoch_dir(tmp_path, 1)
+    assert warnings == [
+        f"checkpoint epoch-0002 is corrupt, skipped: {second / 'rng.pt'} does "
+        f"not match its checksum in {second / 'manifest.json'}"
+    ]
+
+
+def test_no_intact_checkpoint_left_names_every_file(tmp_path):
+    only = make_checkpoint(tmp_path, 1)
+    (only / "manifest.json").write_text("[]")
+    with pytest.raises(
+        checkpoints.CheckpointError, match="no intact checkpoint left: .*epoch-0001"
+    ):
+        checkpoints.newest_intact(tmp_path, lambda text: None)
+    assert checkpoints.newest_intact(tmp_path / "elsewhere", lambda text: None) is None
+
+
+def test_prune_keeps_the_newest_complete_ones(tmp_path):
+    for epoch in (1, 2, 3, 4):
+        make_checkpoint(tmp_path, epoch)
+    checkpoints.epoch_dir(tmp_path, 5).mkdir()  # newer, incomplete: kept (it may be in the works)
+    checkpoints.prune(tmp_path, keep=2)
+    left = sorted(p.name for p in checkpoints.root(tmp_path).iterdir())
+    assert left == ["epoch-0003", "epoch-0004", "epoch-0005"]
+    checkpoints.prune(tmp_path, keep=0)
+    assert len(list(checkpoints.root(tmp_path).iterdir())) == 3
+
+
+def identity(*overrides, world=2, strategy="ddp"):
+    cfg = config_io.load_config(None, list(overrides))
+    config = config_io.to_dict(cfg)
+    return resume.identity(framework="torch", strategy=strategy, world_size=world, config=config)
+
+
+def test_a_resume_may_change_only_the_listed_keys():
+    saved = identity("optim.lr=0.001")
+    allowed = identity("optim.lr=0.001", "train.epochs=9", "dist.timeout_s=5", "output.dir=x")
+    assert resume.conflicts(saved, allowed) == []
+    found = resume.conflicts(
+        saved, identity("optim.lr=0.01", "train.seed=3", world=1, strategy="single")
+    )
+    assert found == [
+        "strategy: 'ddp' in the checkpoint, 'single' now",
+        "world_size: 2 in the checkpoint, 1 now",
+        "optim.lr: 0.001 in the checkpoint, 0.01 now",
+        "train.seed: 0 in the checkpoint, 3 now",
+    ]
+    onecycle = identity("optim.schedule=onecycle")
+    longer = identity("optim.schedule=onecycle", "train.epochs=4")
+    assert "onecycle schedule spans all epochs" in resume.conflicts(onecycle, longer)[0]
+
+
+def test_a_new_run_never_takes_an_existing_folder(tmp_path):
+    run_dir = tmp_path / "results" / "s"
+    resume.prepare_folder(run_dir, RunOptions())
+    assert run_dir.is_dir()
+    with pytest.raises(resume.RunRefused, match="already exists and holds another run") as caught:
+        resume.prepare_folder(run_dir, RunOptions())
+    assert str(run_dir) in str(caught.value) and "--resume / --auto-resume" in str(caught.value)
+    resume.prepare_folder(run_dir, RunOptions(auto_resume=True))  # going on with it: fine
+    with pytest.raises(resume.RunRefused, match="there is no run folder"):
+        resume.prepare_folder(tmp_path / "never", RunOptions(resume=True))
+
+
+def test_a_checkpoint_of_another_run_is_refused_and_what_may_change_is_said(tmp_path):
+    folder = make_checkpoint(tmp_path, 1)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest.update(identity("optim.lr=0.001"))
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    checkpoints.write_manifest(folder, epoch=1, extras=manifest)  # checksums stay right
+    chosen = resume.choose_checkpoint(
+        tmp_path, RunOptions(resume=True), identity("optim.lr=0.001"), print
+    )
+    assert chosen == {"folder": "epoch-0001"}
+    with pytest.raises(resume.RunRefused, match="optim.lr: 0.001 in the checkpoint, 0.05 now"):
+        resume.choose_checkpoint(
+            tmp_path, RunOptions(auto_resume=True), identity("optim.lr=0.05"), print
+        )
