@@ -23,6 +23,7 @@ import numpy as np
 from common import memory, resume, run, session
 from common.config import Config
 from common.optim import learning_rate
+from common.progress import Progress
 from common.trainer import Trainer
 
 
@@ -90,16 +91,21 @@ def _read_reason(path: str) -> str:
         return ""
 
 
-def train_epoch(cfg: Config, trainer: Trainer, epoch: int, current: session.Run) -> run.EpochResult:
-    """Train one epoch (0-based) under the train clock; the clock pauses for step records."""
+def train_epoch(
+    cfg: Config, trainer: Trainer, epoch: int, current: session.Run, progress: Progress
+) -> run.EpochResult:
+    """Train one epoch (0-based) under the train clock; the clock pauses for step records and
+    progress lines."""
     steps = trainer.steps_per_epoch
     every = cfg.train.log_every_steps
     losses: list[SupportsFloat] = []
     step_times: list[float] = []
     paused = 0.0
     lr = learning_rate(cfg.optim, epoch, 0, steps, cfg.train.epochs)
+    world = trainer.spec.world_size
     trainer.barrier()
     trainer.synchronize()
+    progress.start_epoch()
     start = last = time.perf_counter()
     for step, batch in enumerate(trainer.train_batches(epoch)):
         lr = learning_rate(cfg.optim, epoch, step, steps, cfg.train.epochs)
@@ -120,8 +126,15 @@ def train_epoch(cfg: Config, trainer: Trainer, epoch: int, current: session.Run)
             }
             current.write(step_record, echo=False)
             paused += time.perf_counter() - now
+        paused += progress.update(
+            epoch=epoch,
+            step=step + 1,
+            train_s=time.perf_counter() - start - paused,
+            loss=lambda loss=loss: float(loss) * world,  # the chief's own mean from its share
+        )
         last = time.perf_counter()
     train_time = time.perf_counter() - start - paused
+    progress.end_epoch()
     local = 0.0
     for loss in losses:  # in step order, in float64: the same sum on every launch
         local += float(loss)
@@ -142,11 +155,18 @@ def train_epochs(
     """Build, resume, then train, evaluate, record and checkpoint epoch by epoch; export."""
     trainer.build()
     start_epoch, elapsed_before = session.resume_state(trainer, current)
+    progress = Progress(
+        enabled=options.progress and trainer.spec.is_chief,
+        epochs=cfg.train.epochs,
+        steps_per_epoch=trainer.steps_per_epoch,
+        global_batch=trainer.global_batch,
+        every_s=options.progress_every_s,
+    )
     loop_start = time.perf_counter()
     for epoch in range(start_epoch, cfg.train.epochs):
         done = epoch + 1
         trainer.reset_peak_memory()
-        trained = train_epoch(cfg, trainer, epoch, current)
+        trained = train_epoch(cfg, trainer, epoch, current, progress)
         trainer.synchronize()
         eval_start = time.perf_counter()
         val_loss, val_accuracy = trainer.evaluate()

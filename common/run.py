@@ -213,6 +213,10 @@ class RunOptions:
     """Go on from the latest complete checkpoint if there is one, else start afresh."""
     stop_after_epoch: int = 0
     """Checkpoint after this epoch and stop (0: never)."""
+    progress: bool = True
+    """Show live progress inside each epoch (the chief only)."""
+    progress_every_s: float | None = None
+    """Seconds between progress lines (default: 0.5 on a terminal, 30 in a log file)."""
 
 
 def parse_train_args(
@@ -241,12 +245,25 @@ def parse_train_args(
         help="like --resume when the run has a complete checkpoint, else start afresh "
         "(what a requeued SLURM job wants)",
     )
+    parser.add_argument("--quiet", action="store_true", help="no live progress inside the epochs")
+    parser.add_argument(
+        "--progress-every",
+        type=float,
+        metavar="S",
+        help="seconds between progress lines (default 0.5 on a terminal, 30 in a log)",
+    )
     args = parser.parse_args(argv)
+    if args.progress_every is not None and not args.progress_every >= 0:
+        parser.error(f"--progress-every must be >= 0 seconds, got {args.progress_every}")
     if args.stop_after_epoch < 0:
         parser.error(
             f"--stop-after-epoch must be 0 (never) or an epoch >= 1, got {args.stop_after_epoch}"
         )
     options = RunOptions(
-        resume=args.resume, auto_resume=args.auto_resume, stop_after_epoch=args.stop_after_epoch
+        resume=args.resume,
+        auto_resume=args.auto_resume,
+        stop_after_epoch=args.stop_after_epoch,
+        progress=not args.quiet,
+        progress_every_s=args.progress_every,
     )
     return args, options

@@ -242,3 +242,11 @@ def test_an_output_dir_that_cannot_hold_folders_is_refused(tmp_path, capsys):
     cfg = config_io.load_config(None, [f"output.dir={blocker}", "output.run_name=r"])
     assert loop.execute(cfg, RunOptions(), NumpyTrainer()) == ("failed", 2)
     assert f"cannot create the run folder {blocker / 'r'}" in capsys.readouterr().err
+
+
+def test_progress_comes_from_the_driver_and_quiet_silences_it(tmp_path, capsys):
+    run(tmp_path, "loud", None, RunOptions(progress_every_s=0))
+    out = capsys.readouterr().out
+    assert out.count("| step ") == 12 and "epoch 3/3 | step 4/4 |" in out
+    run(tmp_path, "quiet", None, RunOptions(progress=False))
+    assert "| step " not in capsys.readouterr().out

@@ -161,3 +161,9 @@ def test_real_mnist_smoke_run(run_torch):
     (epoch,) = epochs_of(run_dir)
     assert epoch["val_accuracy"] > 0.93 and epoch["samples"] == 937 * 64
     print(metrics.console_line(epoch), file=sys.stderr)
+
+
+def test_progress_is_printed_by_the_chief_only(run_torch):
+    done, _ = run_torch("progress", 2, "torch.strategy=ddp", extra=["--progress-every", "0"])
+    lines = [line for line in done.stdout.splitlines() if "| step " in line]
+    assert len(lines) == 2 * 32 and all(line.startswith("[rank 0] epoch ") for line in lines)
