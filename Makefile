@@ -11,9 +11,12 @@ VENV        ?= .venv
 CONSTRAINTS ?= constraints/cpu.txt
 FRAMEWORKS  ?= pip
 MNIST_DIR   ?= data/mnist
-EXTRAS      ?= dev,plot
+EXTRAS      ?= dev,plot,tensorboard
 
 PY    := $(VENV)/bin/python
+# A recipe line fails when any command of its pipeline fails (the demo filters TF's log lines).
+SHELL       := bash
+.SHELLFLAGS := -o pipefail -c
 STAMP := $(VENV)/.installed
 
 ifeq ($(FRAMEWORKS),system)
@@ -58,7 +61,11 @@ test-slurm: setup data
 # The main job, end to end on this machine: the MLP on real MNIST, 2 epochs, with torch single,
 # DDP and FSDP2 and TensorFlow MWMS on 1 and 2 local processes, then the comparison report.
 DEMO_DIR ?= results/demo
-DEMO_RUN  = --config configs/mlp_adam.yaml --set train.epochs=2 --set output.dir=$(DEMO_DIR)
+DEMO_RUN  = --config configs/mlp_adam.yaml --set train.epochs=2 --set output.dir=$(DEMO_DIR) \
+            --set train.log_every_steps=20
+# TensorFlow 2.21 logs a few C++ lines before absl is initialized, whatever TF_CPP_MIN_LOG_LEVEL
+# says; the demo drops them from its output (pipefail keeps a failing run failing).
+TF_NOISE  = grep -v "[IWE]0000 \|absl::InitializeLog\|oneDNN\|cpu_feature_guard\|rebuild TensorFlow"
 LAUNCH2   = $(PY) -m common.launch --nproc 2 --
 
 demo: setup data
@@ -66,9 +73,9 @@ demo: setup data
 	$(PY) -m torch_impl.train $(DEMO_RUN) --set torch.strategy=single --set output.run_name=torch-single-w1
 	$(LAUNCH2) $(PY) -m torch_impl.train $(DEMO_RUN) --set torch.strategy=ddp --set output.run_name=torch-ddp-w2
 	$(LAUNCH2) $(PY) -m torch_impl.train $(DEMO_RUN) --set torch.strategy=fsdp2 --set output.run_name=torch-fsdp2-w2
-	$(PY) -m tf_impl.train $(DEMO_RUN) --set output.run_name=tf-mwms-w1 2>&1 | grep -v "^[IWE]0000\|absl::\|oneDNN\|cpu_feature_guard\|rebuild TensorFlow"
-	$(LAUNCH2) $(PY) -m tf_impl.train $(DEMO_RUN) --set output.run_name=tf-mwms-w2 2>&1 | grep -v "[IWE]0000\|absl::\|oneDNN\|cpu_feature_guard\|rebuild TensorFlow"
-	$(PY) compare.py $(DEMO_DIR) --out $(DEMO_DIR)/report
+	$(PY) -m tf_impl.train $(DEMO_RUN) --set output.run_name=tf-mwms-w1 2>&1 | $(TF_NOISE)
+	$(LAUNCH2) $(PY) -m tf_impl.train $(DEMO_RUN) --set output.run_name=tf-mwms-w2 2>&1 | $(TF_NOISE)
+	$(PY) compare.py $(DEMO_DIR) --out $(DEMO_DIR)/report --target 0.96
 
 lint: setup
 	$(PY) -m ruff check .

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -131,21 +132,22 @@ def assert_close(a: str, b: str, rtol: float, steps: int) -> int:
     return 0
 
 
-def write_outputs(out: Path, groups, runs_by_group, notes, problems) -> Path:
-    from common import plots
+def write_outputs(out: Path, groups, runs_by_group, notes, problems, target: float) -> Path:
+    from common import pages, plots
 
     out.mkdir(parents=True, exist_ok=True)
     rendered = []
-    for index, ((key, _), rows) in enumerate(zip(groups, runs_by_group, strict=True)):
-        members = groups[index][1]
+    for index, ((key, members), rows) in enumerate(zip(groups, runs_by_group, strict=True)):
         folder = out / ("plots" if index == 0 else f"plots-group{index + 1}")
-        rendered.append((key, rows, plots.write_plots(rows, members, folder)))
-    plots.write_html(rendered, notes, problems, out / "report.html")
-    plots.write_markdown(rendered, notes, problems, out / "report.md")
-    all_rows = [{**key, **row} for key, rows, _ in rendered for row in rows]
+        pictures = plots.write_plots(rows, members, folder, target)
+        rendered.append(pages.Group(key, rows, members, pictures))
+    pages.write_html(rendered, notes, problems, target=target, path=out / "report.html")
+    pages.write_markdown(rendered, notes, problems, target=target, path=out / "report.md")
+    all_rows = [{**group.key, **row} for group in rendered for row in group.rows]
     (out / "report.csv").write_text(report.csv_table(all_rows), encoding="utf-8")
     document = {
-        "groups": [{"key": key, "rows": rows} for key, rows, _ in rendered],
+        "target_accuracy": target,
+        "groups": [{"key": group.key, "rows": group.rows} for group in rendered],
         "not_side_by_side": notes,
         "problems": problems,
     }
@@ -153,7 +155,21 @@ def write_outputs(out: Path, groups, runs_by_group, notes, problems) -> Path:
     return out / "report.html"
 
 
+def default_target(runs: list[Run]) -> float:
+    """The train.target_accuracy most of the runs were given (0.98 when none says)."""
+    targets = [run.start["config"]["train"].get("target_accuracy", 0.98) for run in runs]
+    return max(set(targets), key=targets.count) if targets else 0.98
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # `compare ... | head` closed the pipe: nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(
         prog="compare", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -162,10 +178,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--format", default="terminal", choices=["terminal", "markdown", "csv", "json"]
     )
+    parser.add_argument(
+        "--target",
+        type=float,
+        metavar="ACC",
+        help="accuracy (a fraction) for the time to target, from the epoch records "
+        "(default: the runs' train.target_accuracy)",
+    )
+    parser.add_argument("--tensorboard", type=Path, metavar="DIR", help="write event files here")
     parser.add_argument("--assert-close", nargs=2, metavar=("A", "B"))
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--steps", type=int, default=0, help="compare only the first N points")
     args = parser.parse_args(argv)
+    if args.target is not None and not 0 < args.target <= 1:
+        parser.error(f"--target is an accuracy in (0, 1], got {args.target}")
     if args.assert_close:
         return assert_close(*args.assert_close, args.rtol, args.steps)
     if not args.results:
@@ -173,28 +199,44 @@ def main(argv: list[str] | None = None) -> int:
     runs, problems, warnings = load_runs(args.results)
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
+    target = args.target if args.target is not None else default_target(runs)
     groups, notes = report.group_runs(runs)
-    runs_by_group = [report.rows_for(members) for _, members in groups]
+    runs_by_group = [report.rows_for(members, target) for _, members in groups]
     for (key, _), rows in zip(groups, runs_by_group, strict=True):
         title = ", ".join(f"{name} {value}" for name, value in key.items())
         if args.format == "terminal":
             print(f"== {title}\n{report.terminal_table(rows)}")
-            print("\n".join(f"  * {note}" for note in report.footnotes(rows)))
         elif args.format == "markdown":
             print(f"## {title}\n\n{report.markdown_table(rows)}\n")
         elif args.format == "csv":
             print(report.csv_table([{**key, **row} for row in rows]), end="")
         else:
-            print(json.dumps({"key": key, "rows": rows}))
+            print(json.dumps({"key": key, "target_accuracy": target, "rows": rows}))
+    all_rows = [row for rows in runs_by_group for row in rows]
+    if args.format in ("terminal", "markdown") and all_rows:
+        bullet = "  *" if args.format == "terminal" else "-"
+        print("\n".join(f"{bullet} {note}" for note in report.footnotes(all_rows, target)))
     for note in notes:
         print(f"not side by side: {note}", file=sys.stderr)
     if args.out and runs:
         try:
-            html_path = write_outputs(args.out, groups, runs_by_group, notes, problems)
+            html_path = write_outputs(args.out, groups, runs_by_group, notes, problems, target)
         except RuntimeError as error:  # matplotlib missing
             problems.append(str(error))
         else:
             print(f"report: {html_path}")
+    if args.tensorboard and runs:
+        from common import tensorboard
+
+        try:
+            written = tensorboard.write_events(runs, args.tensorboard)
+        except RuntimeError as error:  # tensorboardX missing
+            problems.append(str(error))
+        else:
+            print(
+                f"tensorboard: {len(written)} runs in {args.tensorboard} "
+                f"(tensorboard --logdir {args.tensorboard})"
+            )
     for problem in problems:
         print(f"problem: {problem}", file=sys.stderr)
     if not runs:

@@ -3,9 +3,11 @@ both pipelines, beside each framework's plain-loop baselines, in one run.
 
     python -m common.bench [--models mlp,cnn] [--frameworks torch,tf] [--nproc 2]
 
-Nothing here imports a framework. Each framework's baselines run in a process of their own
-(`python -m torch_impl.bench`, `python -m tf_impl.bench`), which prints one JSON line:
-{"model": ..., "samples_per_s": {baseline name: samples/s}}. Strategies run as real launches
+Every measurement is repeated --repeats times, interleaved (each round measures every cell
+once), and reported as median and spread. Nothing here imports a framework. Each framework's
+baselines run in a process of their own (`python -m torch_impl.bench`, `python -m
+tf_impl.bench`), which prints one JSON line: {"model": ..., "samples_per_s": {baseline name:
+samples/s}}. Strategies run as real launches
 (`common.launch`) for two epochs; their samples/s is the second epoch's (the first includes
 warm-up and tracing). Prints a table.
 """
@@ -13,13 +15,17 @@ warm-up and tracing). Prints a table.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from common import metrics
+from common.progress import TERMINAL_EVERY_S, Progress
 
 BATCH = 64
 TIMEOUT_S = 1800
@@ -27,7 +33,7 @@ TRAIN_MODULE = {"torch": "torch_impl.train", "tf": "tf_impl.train"}
 
 
 def baselines(framework: str, model_name: str, limit: int, repeats: int) -> dict[str, float]:
-    """{baseline name: samples/s} from `python -m <framework>_impl.bench`."""
+    """{"<framework> <baseline name>": samples/s} from `python -m <framework>_impl.bench`."""
     command = [
         sys.executable,
         "-m",
@@ -44,7 +50,8 @@ def baselines(framework: str, model_name: str, limit: int, repeats: int) -> dict
     done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
     if done.returncode != 0:
         raise RuntimeError(f"{framework} baselines failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])["samples_per_s"]
+    speeds = json.loads(done.stdout.strip().splitlines()[-1])["samples_per_s"]
+    return {f"{framework} {name}": speed for name, speed in speeds.items()}
 
 
 def launched(
@@ -77,6 +84,66 @@ def launched(
         return [r for r in records if r["record"] == "epoch"][-1]["samples_per_s"]
 
 
+SPREAD_WARNING = 0.10  # (max - min) / median above this: the machine was busy
+
+
+def progress_cost(repeats: int = 2000) -> tuple[float, float]:
+    """(seconds per progress line, fraction of time at the terminal default of one line every
+    TERMINAL_EVERY_S): the real Progress.update writing real lines to a file."""
+    with tempfile.TemporaryFile("w") as sink:
+        shown = Progress(
+            enabled=True,
+            epochs=1,
+            steps_per_epoch=repeats,
+            global_batch=BATCH,
+            every_s=0,
+            stream=sink,
+        )
+        shown.start_epoch()
+        for step in range(1, repeats + 1):
+            shown.update(epoch=0, step=step, train_s=0.01 * step, loss=lambda: 0.1)
+    per_line = shown.spent_s / repeats
+    return per_line, per_line / TERMINAL_EVERY_S
+
+
+def measurements(args, frameworks: list[str]) -> list[tuple[str, str, int, Callable[[], dict]]]:
+    """(model, variant, ranks, measure) for every cell; measure() -> {variant: samples/s}."""
+    cells = []
+    for model_name in args.models.split(","):
+        for framework in frameworks:
+            cells.append(
+                (
+                    model_name,
+                    f"{framework} baselines",
+                    1,
+                    functools.partial(baselines, framework, model_name, args.train_limit, 1),
+                )
+            )
+            strategies = args.strategies.split(",") if framework == "torch" else ["mwms"]
+            for strategy in strategies:
+                for pipeline in args.pipelines.split(","):
+                    ranks = 1 if strategy == "single" else args.nproc
+                    label = f"{framework} {strategy} / {pipeline}"
+                    measure = functools.partial(
+                        launched,
+                        framework,
+                        strategy,
+                        model_name=model_name,
+                        pipeline=pipeline,
+                        nproc=ranks,
+                        limit=args.train_limit,
+                    )
+                    cells.append(
+                        (
+                            model_name,
+                            label,
+                            ranks,
+                            lambda measure=measure, label=label: {label: measure()},
+                        )
+                    )
+    return cells
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m common.bench", description=__doc__)
     parser.add_argument("--models", default="mlp,cnn")
@@ -85,45 +152,71 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pipelines", default="tensor,loader")
     parser.add_argument("--nproc", type=int, default=2, help="ranks of ddp, fsdp and TF runs")
     parser.add_argument("--train-limit", type=int, default=6400, help="training samples used")
-    parser.add_argument("--repeats", type=int, default=3, help="baseline repeats (median)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="interleaved repeats of every measurement (median and spread)",
+    )
     args = parser.parse_args(argv)
     frameworks = args.frameworks.split(",")
     unknown = sorted(set(frameworks) - set(TRAIN_MODULE))
     if unknown:
         parser.error(f"--frameworks: unknown {unknown}; choose from torch,tf")
+    if args.repeats < 1:
+        parser.error("--repeats must be >= 1")
     print(
-        f"{args.train_limit} samples, batch {BATCH} (global), {args.nproc} ranks for ddp/fsdp/tf",
+        f"{args.train_limit} samples, batch {BATCH} (global), {args.nproc} ranks for "
+        f"ddp/fsdp/tf, {args.repeats} interleaved repeats",
         flush=True,
     )
-    rows = []
-    for model_name in args.models.split(","):
-        for framework in frameworks:
-            found = baselines(framework, model_name, args.train_limit, args.repeats)
-            rows += [(model_name, f"{framework} {name}", 1, speed) for name, speed in found.items()]
-            runs = args.strategies.split(",") if framework == "torch" else ["mwms"]
-            for strategy in runs:
-                for pipeline in args.pipelines.split(","):
-                    ranks = 1 if strategy == "single" else args.nproc
-                    speed = launched(
-                        framework,
-                        strategy,
-                        model_name=model_name,
-                        pipeline=pipeline,
-                        nproc=ranks,
-                        limit=args.train_limit,
-                    )
-                    label = f"{framework} {strategy} / {pipeline}"
-                    rows.append((model_name, label, ranks, speed))
-                    print(f"  {model_name} {label}: {speed:,.0f} samples/s", flush=True)
-    print(f"\n{'model':<6} {'variant':<26} {'ranks':>5} {'samples/s':>10} {'vs plain':>8}")
-    print("(vs plain: against the same framework's plain loop)")
-    for model_name, variant, ranks, speed in rows:
+    cells = measurements(args, frameworks)
+    found: dict[tuple[str, str], list[float]] = {}
+    ranks_of: dict[tuple[str, str], int] = {}
+    for repeat in range(args.repeats):  # every cell once per round: drift hits all alike
+        for model_name, _, ranks, measure in cells:
+            for variant, speed in measure().items():
+                found.setdefault((model_name, variant), []).append(speed)
+                ranks_of[(model_name, variant)] = ranks
+                print(
+                    f"  round {repeat + 1}: {model_name} {variant}: {speed:,.0f} samples/s",
+                    flush=True,
+                )
+    print(
+        f"\n{'model':<6} {'variant':<26} {'ranks':>5} {'samples/s':>10} {'spread':>7} "
+        f"{'vs plain':>8}"
+    )
+    print(
+        "(median of the repeats; spread = (max - min) / median; vs plain: against the same "
+        "framework's plain loop, only from 2 repeats on)"
+    )
+    noisy = []
+    for (model_name, variant), speeds in found.items():
+        middle = statistics.median(speeds)
+        spread = (max(speeds) - min(speeds)) / middle
         framework = variant.split()[0]
-        plain = next(
-            (s for m, v, _, s in rows if m == model_name and v == f"{framework} plain loop"), None
+        plain = found.get((model_name, f"{framework} plain loop"))
+        ratio = (
+            f"{middle / statistics.median(plain):8.2f}"
+            if plain and len(speeds) > 1
+            else f"{'-':>8}"
         )
-        ratio = f"{speed / plain:8.2f}" if plain else f"{'-':>8}"
-        print(f"{model_name:<6} {variant:<26} {ranks:>5} {speed:>10,.0f} {ratio}")
+        spread_text = f"{spread:7.0%}" if len(speeds) > 1 else f"{'-':>7}"
+        print(
+            f"{model_name:<6} {variant:<26} {ranks_of[(model_name, variant)]:>5} "
+            f"{middle:>10,.0f} {spread_text} {ratio}"
+        )
+        if spread > SPREAD_WARNING:
+            noisy.append(f"{model_name} {variant} ({spread:.0%})")
+    if noisy:
+        print(
+            f"warning: spread over {SPREAD_WARNING:.0%}, the machine was busy: " + ", ".join(noisy)
+        )
+    per_line, fraction = progress_cost()
+    print(
+        f"progress: {per_line * 1e6:.1f} us per line, {fraction:.4%} of the time at one line "
+        f"every {TERMINAL_EVERY_S} s (and off the train clock)"
+    )
     return 0
 
 

@@ -162,8 +162,9 @@ class OutputConfig:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TorchConfig:
-    strategy: Literal["single", "ddp", "fsdp2", "fsdp1"] = "ddp"
-    """single: one process, no wrapper (the baseline); ddp; fsdp2 (fully_shard); fsdp1 (FSDP)."""
+    strategy: Literal["auto", "single", "ddp", "fsdp2", "fsdp1"] = "auto"
+    """auto: single for one process, ddp for more; single: one process, no wrapper (the
+    baseline); ddp; fsdp2 (fully_shard); fsdp1 (FSDP)."""
     sharding: Literal["full_shard", "shard_grad_op", "no_shard"] = "full_shard"
     """FSDP sharding: fsdp2 maps full_shard/shard_grad_op to reshard_after_forward=True/False."""
     auto_wrap_min_params: int = 100_000

@@ -12,8 +12,10 @@ import json
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from common.config import TfConfig, TorchConfig
+from common.metrics import time_to_target
 
 # Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (then 1.96).
 T95 = [
@@ -109,8 +111,12 @@ class Run:
             if key != "strategy" and defaults.get(key) != value
         )
 
-    def summary(self) -> dict:
-        """Numbers of this run. Times exclude epoch 1 (warm-up, tracing) when there are more."""
+    def summary(self, target: float | None = None) -> dict:
+        """Numbers of this run. Times exclude epoch 1 (warm-up, tracing) when there are more.
+        `target_s`: elapsed time when val accuracy first reached `target` (default: the run's
+        own train.target_accuracy), from the epoch records."""
+        if target is None:
+            target = self.end["target_accuracy"] if self.end else 1.0
         timed = self.epochs[1:] if len(self.epochs) > 1 else self.epochs
         last = self.epochs[-1] if self.epochs else None
         memory = last["memory"] if last else []
@@ -126,7 +132,7 @@ class Run:
             else None,
             "final_acc": last["val_accuracy"] if last else None,
             "best_acc": max(e["val_accuracy"] for e in self.epochs) if self.epochs else None,
-            "target_s": self.end["time_to_target_s"] if self.end else None,
+            "target_s": time_to_target(self.epochs, target),
             "status": self.end["status"] if self.end else "unfinished",
         }
 
@@ -193,8 +199,9 @@ def interval(values: list[float]) -> tuple[float | None, float | None, float | N
     return middle, max(0.0, mean - t * spread), mean + t * spread, len(values)
 
 
-def rows_for(runs: list[Run]) -> list[dict]:
-    """One row per framework x strategy x world size; repeats are folded into medians."""
+def rows_for(runs: list[Run], target: float | None = None) -> list[dict]:
+    """One row per framework x strategy x world size (1-worker baseline first within each
+    framework); repeats are folded into medians. `target`: the accuracy for `target_s`."""
     cells: dict[tuple, list[Run]] = {}
     for run in runs:
         start = run.start
@@ -202,9 +209,12 @@ def rows_for(runs: list[Run]) -> list[dict]:
         cell = (start["framework"], strategy, start["world_size"])
         cells.setdefault(cell, []).append(run)
     rows = []
-    for (framework, strategy, world), members in sorted(cells.items()):
-        summaries = [run.summary() for run in members]
+    for (framework, strategy, world), members in sorted(
+        cells.items(), key=lambda item: (item[0][0], item[0][2], item[0][1])
+    ):
+        summaries = [run.summary(target) for run in members]
         row = {"framework": framework, "strategy": strategy, "world": world, "runs": len(members)}
+        row["folders"] = [str(Path(run.path).parent) for run in members]
         for name in ("epoch_s", "samples_s"):
             middle, low, high, used = interval([s[name] for s in summaries])
             row.update({name: middle, f"{name}_low": low, f"{name}_high": high})
@@ -239,7 +249,7 @@ COLUMNS = [  # key, header, digits
     ("runs", "runs", 0),
     ("epoch_s", "epoch s", 3),
     ("samples_s", "samples/s", 0),
-    ("efficiency", "scaling eff", 2),
+    ("efficiency", "scaling eff %", 0),
     ("peak_mib", "peak MiB/rank", 0),
     ("state_mib", "state MiB/rank", 1),
     ("final_acc", "final acc", 4),
@@ -249,10 +259,15 @@ COLUMNS = [  # key, header, digits
 ]
 
 
+PERCENT = ("efficiency",)  # fractions in the rows, percentages on the page
+
+
 def _text(row: dict, key: str, digits: int) -> str:
     value = row.get(key)
     if value is None:
         return "-"
+    if key in PERCENT:
+        return f"{100 * value:,.{digits}f}"
     if isinstance(value, float):
         text = f"{value:,.{digits}f}"
         if row.get(f"{key}_low") is not None:
@@ -292,16 +307,17 @@ def csv_table(rows: list[dict]) -> str:
     return buffer.getvalue()
 
 
-def footnotes(rows: list[dict]) -> list[str]:
+def footnotes(rows: list[dict], target: float | None = None) -> list[str]:
     notes = [
         "epoch s and samples/s: medians over epochs 2.. of each run (epoch 1 holds warm-up "
         "and tracing), then the median over repeats; [low, high] = 95% t-interval of the "
         "mean over repeats (fastest and slowest dropped from 5 repeats on)",
-        "scaling eff = samples/s / (workers x samples/s of the same framework's 1-worker "
+        "scaling eff % = samples/s / (workers x samples/s of the same framework's 1-worker "
         "run): strong scaling with a global batch, weak scaling with a per-rank batch",
-        "state MiB/rank = parameters + gradients + optimizer state held by one rank "
-        "(exact bytes); to target s = run time when val accuracy first reached "
-        "train.target_accuracy",
+        "state MiB/rank = parameters + gradients + optimizer state held by one rank (exact bytes)",
+        f"to target s = run time (epoch loop) when val accuracy first reached {target:.2%}"
+        if target is not None
+        else "to target s = run time when val accuracy first reached train.target_accuracy",
     ]
     counts = sorted({row["peak_counts"] for row in rows if row["peak_counts"]})
     if counts:

@@ -11,6 +11,7 @@ import datetime as dt
 import platform
 import socket
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -217,6 +218,13 @@ class RunOptions:
     """Show live progress inside each epoch (the chief only)."""
     progress_every_s: float | None = None
     """Seconds between progress lines (default: 0.5 on a terminal, 30 in a log file)."""
+
+
+def answer_help_early(prog: str, description: str | None) -> None:
+    """`--help` of a training program without importing its framework first (seconds): call
+    it before the framework imports. Prints the help and exits when asked for it."""
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        parse_train_args(prog, description, ["--help"])
 
 
 def parse_train_args(

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.schema_check import check_file
+
 # Small and fast, real MNIST: 2,048 training and 1,000 test samples.
 SMALL = [
     "data.train_limit=2048",
@@ -47,6 +49,8 @@ def runner(module: str, root: Path):
         if check and done.returncode != 0:
             output = f"{done.stdout}\n{done.stderr}"
             pytest.fail(f"training {name} failed ({done.returncode}):\n{output}")
+        if check:  # what another tool reading our runs would check
+            check_file(Path(root) / name / "metrics.jsonl")
         return done, Path(root) / name
 
     return run

@@ -10,6 +10,11 @@ so the loop is written out: `strategy.run` of a compiled step whose loss is
 
 from __future__ import annotations
 
+from common import run
+
+if __name__ == "__main__":  # --help in a second, before the framework is imported
+    run.answer_help_early("python -m tf_impl.train", __doc__)
+
 import os
 import sys
 
@@ -17,7 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from common import cluster, config_io, loop, run
+from common import cluster, config_io, loop
 from common.config import Config
 from common.rendezvous import RendezvousError
 from common.trainer import TrainerBase

@@ -6,6 +6,7 @@ at once with the fix, not after rendezvous.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import torch
@@ -33,6 +34,15 @@ from torch_impl.model import MnistNet, parameter_layers
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 FSDP = ("fsdp1", "fsdp2")
+
+
+def resolve_strategy(cfg: Config, world_size: int) -> Config:
+    """torch.strategy=auto (the default) becomes single for one process and ddp for more, so
+    that the run, its folder name and its records say what ran."""
+    if cfg.torch.strategy != "auto":
+        return cfg
+    strategy = "single" if world_size == 1 else "ddp"
+    return dataclasses.replace(cfg, torch=dataclasses.replace(cfg.torch, strategy=strategy))
 
 
 def check_options(cfg: Config, world_size: int, cuda: bool) -> None:

@@ -7,20 +7,25 @@ Start it with torchrun, srun or `python -m common.launch --nproc N --`: the same
 
 from __future__ import annotations
 
+from common import run
+
+if __name__ == "__main__":  # --help in a second, before the framework is imported
+    run.answer_help_early("python -m torch_impl.train", __doc__)
+
 import os
 import sys
 
 import torch
 import torch.nn.functional as F
 
-from common import cluster, config_io, loop, run
+from common import cluster, config_io, loop
 from common.config import Config
 from common.trainer import TrainerBase
 from torch_impl import checkpoint, dist, memory
 from torch_impl.data import TorchData, build_dataset
 from torch_impl.model import build_model
 from torch_impl.optim import build_optimizer, set_learning_rate
-from torch_impl.parallel import check_options, parallelize
+from torch_impl.parallel import check_options, parallelize, resolve_strategy
 
 TRAIN_CLOCK = (
     "the epoch's training steps: batch fetch, forward, backward, gradient sync, optimizer step; "
@@ -99,8 +104,8 @@ class TorchTrainer(TrainerBase):
 def main(argv: list[str] | None = None) -> int:
     args, options = run.parse_train_args("python -m torch_impl.train", __doc__, argv)
     try:
-        cfg = config_io.config_from_args(args)
         spec = cluster.from_environment()
+        cfg = resolve_strategy(config_io.config_from_args(args), spec.world_size)
         run.check_launch(cfg, spec.world_size)
         on_gpu = dist.pick_device(cfg, spec).type == "cuda"
         check_options(cfg, spec.world_size, cuda=on_gpu)  # before any process group

@@ -57,7 +57,7 @@ def test_overrides_are_typed_by_the_schema():
         ),
         (
             "torch.strategy=zero3",
-            r"torch.strategy: expected one of 'single', 'ddp', 'fsdp2', "
+            r"torch.strategy: expected one of 'auto', 'single', 'ddp', 'fsdp2', "
             r"'fsdp1'",
         ),
         ("optim.lr=-1", r"optim.lr must be greater than 0, got -1.0"),

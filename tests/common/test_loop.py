@@ -12,6 +12,7 @@ import pytest
 from common import cluster, config_io, loop, metrics
 from common.memory import MemoryUse
 from common.run import RunOptions
+from tests.schema_check import check_file
 
 
 class NumpyTrainer:
@@ -126,6 +127,7 @@ def run(tmp_path, name, trainer=None, options=None, *overrides):
         ],
     )
     status, code = loop.execute(cfg, options or RunOptions(), trainer or NumpyTrainer())
+    check_file(tmp_path / name / "metrics.jsonl")  # the published JSON Schema holds too
     return status, code, metrics.read_metrics(tmp_path / name / "metrics.jsonl")
 
 

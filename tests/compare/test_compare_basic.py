@@ -1,6 +1,8 @@
 import json
 import shutil
 
+import pytest
+
 import compare
 from common.config_io import load_config
 from tests.records import start_record, write_run
@@ -68,3 +70,52 @@ def test_copies_of_one_run_count_once(tmp_path, capsys):
     (group,) = [json.loads(line) for line in out.splitlines()]
     assert group["rows"][0]["runs"] == 1
     assert err.count("(same run_id and start time): counted once") == 2
+
+
+def test_a_target_given_in_percent_is_refused(tmp_path, capsys):
+    write_run(tmp_path / "run" / "metrics.jsonl")
+    with pytest.raises(SystemExit) as stopped:
+        compare.main([str(tmp_path), "--target", "97"])
+    assert (
+        stopped.value.code == 2 and "--target is an accuracy in (0, 1]" in capsys.readouterr().err
+    )
+
+
+def test_the_verdict_reads_the_rows():
+    from common import verdict
+
+    def row(framework, strategy, world, samples, state, final, target_s=None):
+        return {
+            "framework": framework,
+            "strategy": strategy,
+            "world": world,
+            "runs": 3,
+            "samples_s": samples,
+            "samples_s_low": samples * 0.9,
+            "samples_s_high": samples * 1.1,
+            "state_mib": state,
+            "final_acc": final,
+            "target_s": target_s,
+            "efficiency": None,
+            "baseline": "",
+        }
+
+    rows = [
+        row("torch", "single", 1, 50_000, 1.7, 0.966, 30.0),
+        row("torch", "ddp", 2, 20_000, 1.7, 0.967),
+        row("torch", "fsdp2", 2, 4_000, 0.8, 0.967),
+        row("tf", "mwms", 1, 30_000, 1.7, 0.9662),
+        row("tf", "mwms", 2, 10_000, 1.7, 0.9664),
+    ]
+    rows[1].update(efficiency=0.2, baseline="single x1")
+    said = verdict.sentences(rows, target=0.96)
+    fastest = "Fastest: torch single x1 at 50,000 samples/s [95% interval 45,000-55,000]"
+    assert said[0] == fastest + " (median of 3 run(s))."
+    speedup = "torch ddp x2 runs at 0.40x torch single x1 [95% interval 0.36-0.44]"
+    assert speedup + ": scaling efficiency 20%." in said
+    assert "At 2 worker(s) the faster framework is torch: torch ddp x2 is 2.00x tf mwms x2." in said
+    assert any(
+        s.startswith("At 2 worker(s), torch fsdp2 x2 holds 0.47x the training state") for s in said
+    )
+    assert "Final accuracies agree within 0.10 points (96.60% to 96.70%)." in said
+    assert said[-1] == "First to 96.00% validation accuracy: torch single x1, after 30.0 s."

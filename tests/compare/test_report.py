@@ -1,6 +1,7 @@
 """compare.py on real result folders of both frameworks, plus broken and incomparable ones."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -43,8 +44,8 @@ def test_tables_line_up_both_frameworks_and_set_incomparable_runs_apart(results,
     assert cells == [
         ("tf", "mwms", 1),
         ("tf", "mwms", 2),
+        ("torch", "single", 1),  # the 1-worker baseline first
         ("torch", "ddp", 2),
-        ("torch", "single", 1),
     ]
     assert first["key"]["batch"] == "64 global" and second["key"]["batch"] == "128 global"
     assert first["key"]["train.batch_size"] == 64 and second["key"]["train.batch_size"] == 128
@@ -62,11 +63,15 @@ def test_the_report_files_and_plots_are_written(results, tmp_path, capsys):
     assert f"report: {out / 'report.html'}" in capsys.readouterr().out
     for name in ("report.html", "report.md", "report.csv", "report.json"):
         assert (out / name).stat().st_size > 200, name
-    for picture in ("epoch_time", "throughput_scaling", "val_curves", "memory", "step_loss"):
+    pictures = ("epoch_time", "throughput_scaling", "val_curves", "accuracy_time", "memory")
+    for picture in (*pictures, "step_loss"):
         assert (out / "plots" / f"{picture}.png").read_bytes()[:4] == b"\x89PNG", picture
     assert (out / "plots-group2" / "memory.png").is_file()  # the batch-128 group
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 10 and "Not side by side" in html
+    assert html.count("data:image/png;base64,") == 12 and "Not side by side" in html
+    assert html.count("<figcaption>") == 12 and "Verdict, group 1" in html
+    assert "Fastest: " in html and "<h2>Environment</h2>" in html and "torch 2.13.0" in html
+    assert f"href='{os.path.relpath(results / 'torch-ddp', out)}/'" in html  # row -> run folder
     assert "tf,mwms,2" in (out / "report.csv").read_text().replace('"', "")
 
 
@@ -127,3 +132,45 @@ def test_assert_close_names_the_first_divergent_step(results, tmp_path):
     done = subprocess.run(command, capture_output=True, text=True)
     assert done.returncode == 1
     assert f"diverged at step {steps[3]['step']}" in done.stderr
+
+
+def test_time_to_target_is_computed_after_the_fact(results, capsys):
+    assert compare.main([str(results / "torch-single"), "--format", "json", "--target", "0.5"]) == 0
+    (group,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    epochs = [r for r in compare.load_runs([str(results / "torch-single")])[0][0].epochs]
+    first = next(e for e in epochs if e["val_accuracy"] >= 0.5)
+    assert group["target_accuracy"] == 0.5 and group["rows"][0]["target_s"] == first["elapsed_s"]
+    assert compare.main([str(results / "torch-single"), "--format", "json", "--target", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"][0]["target_s"] is None
+
+
+def test_tensorboard_events_hold_every_runs_curves(results, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    board = tmp_path / "board"
+    assert (
+        compare.main(
+            [str(results / "torch-ddp"), str(results / "tf-w2"), "--tensorboard", str(board)]
+        )
+        == 0
+    )
+    folders = sorted(p.name for p in board.iterdir())
+    assert [name.split("-w2-")[0] for name in folders] == ["tf-mwms", "torch-ddp"]
+    for folder in folders:
+        events = EventAccumulator(str(board / folder)).Reload()
+        tags = events.Tags()["scalars"]
+        assert {
+            "loss/train_step",
+            "accuracy/val",
+            "throughput/samples_per_s",
+            "memory/peak_mib",
+        } <= set(tags)
+        accuracy = [event.value for event in events.Scalars("accuracy/val")]
+        assert len(accuracy) == 2 and 0.5 < accuracy[-1] <= 1
+        assert [e.step for e in events.Scalars("loss/train_step")][:2] == [5, 10]
+
+
+def test_a_closed_pipe_ends_quietly(results):
+    command = f"{sys.executable} compare.py {results} --format json | head -c 10"
+    done = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr

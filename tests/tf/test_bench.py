@@ -5,8 +5,10 @@ import re
 import subprocess
 import sys
 
+ROW = re.compile(r"^mlp\s+(.+?)\s+(\d)\s+([\d,]+)\s+(\d+%|-)\s+([\d.]+|-)$", re.M)
 
-def test_the_benchmark_measures_both_frameworks():
+
+def bench(*options: str) -> str:
     command = [
         sys.executable,
         "-m",
@@ -19,24 +21,36 @@ def test_the_benchmark_measures_both_frameworks():
         "tensor",
         "--train-limit",
         "640",
-        "--repeats",
-        "1",
+        *options,
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    rows = {
-        match[1].strip(): (int(match[2]), float(match[3].replace(",", "")))
-        for match in re.finditer(r"^mlp\s+(.+?)\s+(\d)\s+([\d,]+)\s+[\d.]+$", done.stdout, re.M)
-    }
+    return done.stdout
+
+
+def test_the_benchmark_measures_both_frameworks_with_median_and_spread():
+    out = bench("--repeats", "2")
+    rows = {match[1].strip(): match.groups()[1:] for match in ROW.finditer(out)}
     assert set(rows) == {
         "torch plain loop",
         "torch seed-style loop",
         "torch single / tensor",
         "tf plain loop",
         "tf mwms / tensor",
-    }, done.stdout
-    assert rows["tf mwms / tensor"][0] == 2 and rows["torch single / tensor"][0] == 1
-    assert all(speed > 0 for _, speed in rows.values())
+    }, out
+    assert rows["tf mwms / tensor"][0] == "2" and rows["torch single / tensor"][0] == "1"
+    assert all(float(speed.replace(",", "")) > 0 for _, speed, _, _ in rows.values())
+    assert all(spread.endswith("%") and ratio != "-" for _, _, spread, ratio in rows.values())
+    assert rows["tf plain loop"][3] == rows["torch plain loop"][3] == "1.00"
+    assert out.count("round 2:") == 5
+    per_line = re.search(r"progress: ([\d.]+) us per line, ([\d.]+)% of the time", out)
+    assert per_line and float(per_line[2]) < 1.0
+
+
+def test_a_single_pass_prints_no_ratio_and_no_spread():
+    out = bench("--frameworks", "torch", "--repeats", "1")
+    rows = [match.groups() for match in ROW.finditer(out)]
+    assert len(rows) == 3 and all(row[3:] == ("-", "-") for row in rows), out
 
 
 def test_an_unknown_framework_is_refused():

@@ -92,3 +92,31 @@ def test_the_torch_side_imports_no_tensorflow():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_default_strategy_says_what_runs():
+    from torch_impl.parallel import resolve_strategy
+
+    cfg = config_io.load_config(None, [])
+    assert cfg.torch.strategy == "auto"
+    assert resolve_strategy(cfg, world_size=1).torch.strategy == "single"
+    assert resolve_strategy(cfg, world_size=4).torch.strategy == "ddp"
+    fsdp = config_io.load_config(None, ["torch.strategy=fsdp2"])
+    assert resolve_strategy(fsdp, world_size=1) is fsdp
+
+
+@pytest.mark.parametrize("side, framework", [("torch_impl", "torch"), ("tf_impl", "tensorflow")])
+def test_help_answers_before_the_framework_is_imported(side, framework):
+    import subprocess
+    import sys
+
+    probe = (
+        "import runpy, sys\n"
+        f"sys.argv = ['{side}.train', '--help']\n"
+        "try:\n"
+        f"    runpy.run_module('{side}.train', run_name='__main__')\n"
+        "except SystemExit:\n"
+        f"    print('imported' if '{framework}' in sys.modules else 'not imported')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert "--stop-after-epoch" in out.stdout and out.stdout.strip().endswith("not imported")
