@@ -2,6 +2,11 @@
 # Train with either framework on a SLURM allocation; the same script on any cluster.
 #
 #   sbatch [sbatch options] slurm/run_slurm.sh torch|tf|torchrun CONFIG [--set key=value ...]
+#   srun [srun options] slurm/run_slurm.sh torch|tf CONFIG [--set key=value ...]
+#
+# Under sbatch (or salloc) the script launches the training step itself (srun below). Started
+# by srun it is already a task of a step: each task becomes one rank (common.cluster reads
+# SLURM_PROCID and the step's layout), and no step is launched from inside it.
 #
 #   torch     srun, one task per GPU (or per CPU slot): python -m torch_impl.train
 #   tf        srun, one task per GPU (or per CPU slot): python -m tf_impl.train (one MWMS worker)
@@ -58,6 +63,13 @@ read -ra python <<< "$python"  # may be a command with words: "apptainer exec im
 run_name=${SLURM_JOB_NAME}-${SLURM_JOB_ID}
 args=(--config "$config" --set "output.dir=${SUITE_RESULTS:-results}" --set "output.run_name=$run_name"
       --set train.checkpoint_every_epochs=1 "$@" --auto-resume)
+if [[ -n ${SLURM_STEP_ID:-} ]]; then  # a task of an srun step: become its rank
+  [[ $framework != torchrun ]] || die "the torchrun variant starts one agent per node itself: submit it with sbatch"
+  if [[ ${SLURM_PROCID:-0} == 0 ]]; then
+    echo "[$(date -u +%FT%TZ)] job $SLURM_JOB_ID step $SLURM_STEP_ID, ${SLURM_STEP_NUM_TASKS:-1} task(s) on ${SLURM_STEP_NODELIST:-?}: $framework $config $*"
+  fi
+  exec bash slurm/task.sh "${python[@]}" -m "$module" "${args[@]}"
+fi
 echo "[$(date -u +%FT%TZ)] job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0}) on $SLURM_JOB_NODELIST: $framework $config $*"
 
 if [[ $framework == torchrun ]]; then

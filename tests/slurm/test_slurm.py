@@ -194,7 +194,13 @@ def test_a_requeued_job_resumes_from_its_checkpoint(cluster, tmp_path):
     while scontrol_field(job, "Restarts", env) != "1":
         assert time.monotonic() < deadline, "the job was not requeued"
         time.sleep(0.2)
-    # SLURM holds a requeued job for about two minutes (BeginTime); a cluster would wait.
+    # SLURM holds a requeued job for about two minutes (BeginTime); a cluster would wait. The
+    # update must not race the requeue itself: moving StartTime in the same second once gave
+    # "Job credential revoked" and a FAILED job. So wait until it is pending, a second more.
+    while scontrol_field(job, "JobState", env) != "PENDING":
+        assert time.monotonic() < deadline, "the requeued job never became pending"
+        time.sleep(0.2)
+    time.sleep(1.5)
     subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env, check=True)
     assert wait_for(job, env) == "COMPLETED"
     log = (tmp_path / f"rq-{job}.out").read_text()
@@ -273,3 +279,45 @@ def test_the_script_outside_a_job_says_how_to_submit_it():
         text=True,
     )
     assert done.returncode == 2 and "unknown framework 'jax'" in done.stderr
+
+
+@pytest.mark.parametrize("framework", ["torch", "tf"])
+def test_srun_of_the_script_makes_each_task_one_rank(cluster, framework, tmp_path):
+    """The form users type: `srun run_slurm.sh ...`, here 2 nodes x 2 tasks (1 x 2 on one)."""
+    env = slurm_env(tmp_path)
+    command = [
+        "srun",
+        f"--nodes={cluster}",
+        "--ntasks-per-node=2",
+        "--job-name=s",
+        "--time=5",
+        "slurm/run_slurm.sh",
+        framework,
+        "configs/mlp_adam.yaml",
+        *QUICK,
+    ]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (folder,) = tmp_path.glob("s-*")
+    records = metrics.read_metrics(folder / "metrics.jsonl")
+    start, end = records[0], records[-1]
+    assert [r["record"] for r in records].count("run_start") == 1  # one run, not one per task
+    assert (start["launcher"], start["world_size"]) == ("slurm", 2 * cluster)
+    assert start["hosts"] == (["n1", "n1"] if cluster == 1 else ["n1", "n1", "n2", "n2"])
+    assert end["status"] == "success" and end["epochs_completed"] == 2
+    assert done.stdout.count(" step ") == 1  # the start line, from rank 0 only
+
+
+def test_the_torchrun_variant_refuses_srun_with_a_reason(cluster, tmp_path):
+    command = [
+        "srun",
+        "--ntasks=1",
+        "--time=1",
+        "slurm/run_slurm.sh",
+        "torchrun",
+        "configs/mlp_adam.yaml",
+    ]
+    done = subprocess.run(
+        command, cwd=REPO, env=slurm_env(tmp_path), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode != 0 and "submit it with sbatch" in done.stderr

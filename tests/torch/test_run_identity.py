@@ -74,8 +74,11 @@ def stopped_after_two(tmp_path_factory):
     return root
 
 
-def resume_copy(stopped_after_two, tmp_path, *overrides, nproc=2, strategy="ddp"):
+def resume_copy(stopped_after_two, tmp_path, *overrides, nproc=2, strategy="ddp", damage=None):
+    """Copy the stopped run, let `damage(run_dir)` break it, resume it with --resume."""
     shutil.copytree(stopped_after_two / "parts", tmp_path / "parts")
+    if damage:
+        damage(tmp_path / "parts")
     settings = [
         *SMALL,
         *FOUR,
@@ -98,44 +101,35 @@ def test_only_the_newest_checkpoints_are_kept(stopped_after_two):
     assert kept == ["epoch-0003", "epoch-0004"]  # train.keep_checkpoints defaults to 2
 
 
+def flip_a_bit(run_dir):
+    shard = next((run_dir / "checkpoints/epoch-0002").glob("*.distcp"))
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    shard.write_bytes(bytes(data))
+
+
 def test_a_corrupt_checkpoint_falls_back_to_the_previous_one(stopped_after_two, tmp_path):
-    shutil.copytree(stopped_after_two / "parts", tmp_path / "parts")
-    copy = next((tmp_path / "parts/checkpoints/epoch-0002").glob("*.distcp"))
-    data = bytearray(copy.read_bytes())
-    data[len(data) // 2] ^= 0x01  # one flipped bit
-    copy.write_bytes(bytes(data))
-    settings = [*SMALL, *FOUR, f"output.dir={tmp_path}", "output.run_name=parts"]
-    done = subprocess.run(
-        train_command("torch_impl.train", 2, settings, ["--resume"]),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done, run_dir = resume_copy(stopped_after_two, tmp_path, damage=flip_a_bit)
     assert done.returncode == 0, done.stdout
-    assert f"checkpoint epoch-0002 is corrupt, skipped: {copy} does not match" in done.stdout
-    resumed = [r for r in records(tmp_path / "parts") if r["record"] == "resume"]
+    name = next((stopped_after_two / "parts/checkpoints/epoch-0002").glob("*.distcp")).name
+    shard = run_dir / "checkpoints/epoch-0002" / name
+    assert f"checkpoint epoch-0002 is corrupt, skipped: {shard} does not match" in done.stdout
+    resumed = [r for r in records(run_dir) if r["record"] == "resume"]
     assert [r["epoch"] for r in resumed] == [1]
-    whole = weights(stopped_after_two / "whole")
-    parts = weights(tmp_path / "parts")
+    whole, parts = weights(stopped_after_two / "whole"), weights(run_dir)
     assert all(torch.equal(whole[name], parts[name]) for name in whole)
 
 
-def test_no_intact_checkpoint_stops_and_names_the_file(stopped_after_two, tmp_path):
-    shutil.copytree(stopped_after_two / "parts", tmp_path / "parts")
-    for manifest in (tmp_path / "parts" / "checkpoints").glob("*/manifest.json"):
+def break_manifests(run_dir):
+    for manifest in (run_dir / "checkpoints").glob("*/manifest.json"):
         manifest.write_text("{not json")
-    settings = [*SMALL, *FOUR, f"output.dir={tmp_path}", "output.run_name=parts"]
-    done = subprocess.run(
-        train_command("torch_impl.train", 2, settings, ["--resume"]),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+
+
+def test_no_intact_checkpoint_stops_and_names_the_file(stopped_after_two, tmp_path):
+    done, run_dir = resume_copy(stopped_after_two, tmp_path, damage=break_manifests)
     assert done.returncode == 1
     assert "no intact checkpoint left" in done.stdout
-    assert (
-        f"{tmp_path / 'parts/checkpoints/epoch-0002/manifest.json'} cannot be read" in done.stdout
-    )
+    assert f"{run_dir / 'checkpoints/epoch-0002/manifest.json'} cannot be read" in done.stdout
 
 
 @pytest.mark.parametrize(
