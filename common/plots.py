@@ -105,7 +105,7 @@ def _draw_series(axis, series: dict, factor: float = 1.0, label_values: bool = F
             borrowed = 1 if "(from " in name else 0  # the baseline's own series labels it
             for x, y in list(zip(xs, ys, strict=True))[borrowed:]:
                 axis.annotate(
-                    f"{y:,.0f}",
+                    number(y),
                     (x, y),
                     textcoords="offset points",
                     xytext=(4, 4),
@@ -132,10 +132,15 @@ def _readable_log_y(axis) -> None:
     axis.yaxis.set_minor_formatter(ticker.NullFormatter())
 
 
+def number(value: float) -> str:
+    """Thousands separated from 100 on, three significant digits below (0.85, 1.7, 22)."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def _thousands():
     from matplotlib import ticker
 
-    return ticker.FuncFormatter(lambda value, _: f"{value:,.0f}")
+    return ticker.FuncFormatter(lambda value, _: number(value))
 
 
 def _save(figure, path: Path, plt) -> None:
