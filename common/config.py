@@ -132,6 +132,10 @@ class DistConfig:
     """Longest wait for all workers to join at start-up."""
     startup_retries: int = 3
     """Start-up attempts before giving up and naming the unreachable workers."""
+    tf32: bool = False
+    """TF32 for fp32 matmuls and convolutions on GPUs that have it (Ampere on), set on both
+    sides: TensorFlow enables it by default and torch only for convolutions, so leaving each
+    side's default would compare different arithmetic."""
 
     def __post_init__(self) -> None:
         _require(self.timeout_s > 0, "dist.timeout_s must be greater than 0")
@@ -170,7 +174,9 @@ class TorchConfig:
     auto_wrap_min_params: int = 100_000
     """fsdp1 size-based auto-wrap threshold (parameters per wrapped module)."""
     mixed_precision: Literal["none", "bf16", "fp16"] = "none"
-    """Parameter/compute dtype under FSDP; reductions stay in fp32."""
+    """Compute dtype on every strategy (autocast for single/ddp, FSDP's mixed-precision policy);
+    parameters, optimizer state and gradient reductions stay fp32; fp16 adds loss scaling.
+    fp16 on the CPU runs, slowly: use bf16 there."""
     cpu_offload: bool = False
     """Keep FSDP parameter shards (and optimizer state) in host memory."""
     pin_memory: bool = True
@@ -185,7 +191,8 @@ class TfConfig:
     communication: Literal["auto", "ring", "nccl"] = "auto"
     """CollectiveCommunication of MultiWorkerMirroredStrategy (nccl needs GPUs)."""
     mixed_precision: Literal["none", "bf16", "fp16"] = "none"
-    """Keras mixed-precision policy: mixed_bfloat16 / mixed_float16."""
+    """Keras mixed-precision policy: mixed_bfloat16 / mixed_float16 (fp32 variables, loss
+    scaling under fp16), the same arithmetic as torch.mixed_precision."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -20,7 +20,7 @@ from typing import SupportsFloat
 
 import numpy as np
 
-from common import memory, resume, run, session
+from common import memory, precision, resume, run, session
 from common.config import Config
 from common.optim import learning_rate
 from common.progress import Progress
@@ -181,9 +181,13 @@ def train_epochs(
             clock=trainer.train_clock,
             elapsed_s=elapsed_before + time.perf_counter() - loop_start,
             memory=memory.gather_memory(trainer.memory_use(), **session.exchange(trainer)),
+            replicas=precision.gather_replica_state(
+                trainer.replica_digest(), trainer.loss_scaling(), **session.exchange(trainer)
+            ),
         )
         current.epochs.append(record)
         current.write(record)
+        precision.check_agreement(record)  # a broken run's numbers mean nothing: stop it
         preempted = trainer.all_reduce_sum(np.array([float(preemption.requested)]))[0] > 0
         stopping = options.stop_after_epoch == done or preempted
         every = cfg.train.checkpoint_every_epochs

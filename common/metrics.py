@@ -99,6 +99,17 @@ SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
     },
 }
 
+# Fields added after version 1 was published: the suite writes them always, a reader checks
+# them where present, so that files written before them stay readable.
+ADDED: dict[str, dict[str, tuple[type, ...]]] = {
+    "run_start": {"numerics": (dict,)},
+    "epoch": {
+        "replicas_in_sync": (bool, type(None)),
+        "loss_scale": (list, type(None)),
+        "skipped_steps": (list, type(None)),
+    },
+}
+
 # One entry of an epoch record's "memory" list: one rank's peak and its exact state bytes.
 MEMORY_SCHEMA: dict[str, tuple[type, ...]] = {
     "rank": (int,),
@@ -144,6 +155,8 @@ def validate(record: Any, where: str = "record") -> None:
             f"{where}: field 'record' is {kind!r}, expected one of {', '.join(SCHEMA)}"
         )
     _check_fields(record, SCHEMA[kind], f"{where} ({kind})")
+    added = {name: types for name, types in ADDED.get(kind, {}).items() if name in record}
+    _check_fields(record, added, f"{where} ({kind})")
     if kind == "run_start":
         missing = [
             name for name in CONFIG_SECTIONS if not isinstance(record["config"].get(name), dict)

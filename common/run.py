@@ -93,6 +93,7 @@ def run_start_record(
     devices: list[str],
     versions: dict[str, str],
     precision: str,
+    numerics: dict,
 ) -> dict:
     return {
         "record": "run_start",
@@ -110,6 +111,7 @@ def run_start_record(
         "model": cfg.model.name,
         "dataset": "mnist",
         "precision": precision,
+        "numerics": numerics,
         "world_size": cluster.world_size,
         "global_batch_size": cfg.train.global_batch_size(cluster.world_size),
         "launcher": cluster.launcher,
@@ -179,8 +181,10 @@ def epoch_record(
     clock: str,
     elapsed_s: float,
     memory: list[dict],
+    replicas: dict,
 ) -> dict:
-    """The epoch record (1-based `epoch`); `clock` says what `train_time_s` covers."""
+    """The epoch record (1-based `epoch`); `clock` says what `train_time_s` covers; `replicas`
+    is `common.precision.gather_replica_state`'s."""
     p50, p90 = percentiles(trained.step_times, [50, 90])
     samples = trained.steps * global_batch
     return {
@@ -201,6 +205,7 @@ def epoch_record(
         "step_time_p90_s": p90,
         "elapsed_s": elapsed_s,
         "memory": memory,
+        **replicas,
     }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 from common.metrics import (
+    ADDED,
     CONFIG_SECTIONS,
     MEMORY_SCHEMA,
     NON_FINITE_ALLOWED,
@@ -20,6 +21,7 @@ from common.metrics import (
 )
 
 JSON_TYPES = {
+    bool: "boolean",
     int: "integer",
     float: "number",
     str: "string",
@@ -42,6 +44,13 @@ DESCRIPTIONS = {
     "seed": "train.seed",
     "strategy": "torch: single, ddp, fsdp2, fsdp1; tf: mwms",
     "precision": "fp32, bf16 or fp16",
+    "numerics": "what the precision means here: param_dtype, compute_dtype, grad_reduce_dtype, "
+    "optimizer_state_dtype, loss_scaling, tf32 (asked) and tf32_effective (on a GPU), how",
+    "replicas_in_sync": "every rank holds the same weights after the epoch (float64 sums of the "
+    "weights equal); null where ranks hold shards (FSDP)",
+    "loss_scale": "every rank's fp16 loss scale after the epoch; null without loss scaling",
+    "skipped_steps": "every rank's optimizer steps skipped on overflow in the epoch; null "
+    "without loss scaling",
     "world_size": "ranks (processes) in the run",
     "global_batch_size": "samples per optimizer step, over all ranks",
     "launcher": "single, local, torchrun or slurm",
@@ -100,6 +109,8 @@ def _field(name: str, types: tuple[type, ...]) -> dict:
 def _record(kind: str, fields: dict[str, tuple[type, ...]]) -> dict:
     properties = {"record": {"const": kind}}
     properties.update({name: _field(name, types) for name, types in fields.items()})
+    added = ADDED.get(kind, {})  # written always since they were added; older files lack them
+    properties.update({name: _field(name, types) for name, types in added.items()})
     if kind == "run_start":
         properties["schema_version"] = {"const": SCHEMA_VERSION, **_field("schema_version", (int,))}
         properties["config"]["required"] = list(CONFIG_SECTIONS)

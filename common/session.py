@@ -123,6 +123,7 @@ def start_run(cfg: Config, trainer: Trainer, options: RunOptions) -> Run:
         devices=devices,
         versions=trainer.versions(),
         precision=trainer.precision,
+        numerics=trainer.numerics(),
     )
     current.write(record)
     return current

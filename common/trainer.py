@@ -40,6 +40,9 @@ class Trainer(Protocol):
     def versions(self) -> dict[str, str]:
         """Library versions beyond python and numpy (CUDA, NCCL, cuDNN, Keras ...)."""
 
+    def numerics(self) -> dict:
+        """What `precision` means on this side (`common.precision.numerics`, and how)."""
+
     def all_reduce_sum(self, values: np.ndarray) -> np.ndarray:
         """Collective: the float64 sum of `values` over the ranks, on every rank."""
 
@@ -68,6 +71,14 @@ class Trainer(Protocol):
 
     def evaluate(self) -> tuple[float, float]:
         """Collective: (mean loss, accuracy) over the whole test set."""
+
+    def loss_scaling(self) -> tuple[float, int] | None:
+        """(this rank's loss scale, steps it skipped since the last call); None without loss
+        scaling."""
+
+    def replica_digest(self) -> float | None:
+        """A float64 sum of this rank's weights, equal on every rank of a replicated strategy;
+        None where the ranks hold shards."""
 
     def reset_peak_memory(self) -> None: ...
 

@@ -1,5 +1,6 @@
 """Start the real training programs the way users do, for the multi-process tests."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,9 +32,10 @@ def train_command(module: str, nproc: int, overrides: list[str], extra: list[str
 
 
 def runner(module: str, root: Path):
-    """run(name, nproc, *overrides, extra=(), check=True, small=True) -> (process, run folder)."""
+    """run(name, nproc, *overrides, extra=(), check=True, small=True, env=None) -> (process, run
+    folder); `env` adds variables to this process's environment."""
 
-    def run(name: str, nproc: int, *overrides: str, extra=(), check=True, small=True):
+    def run(name: str, nproc: int, *overrides: str, extra=(), check=True, small=True, env=None):
         settings = [
             *(SMALL if small else []),
             f"output.dir={root}",
@@ -45,6 +47,7 @@ def runner(module: str, root: Path):
             capture_output=True,
             text=True,
             timeout=600,
+            env={**os.environ, **(env or {})},
         )
         if check and done.returncode != 0:
             output = f"{done.stdout}\n{done.stderr}"

@@ -1,6 +1,6 @@
 """Valid metrics records for tests that need a run without training one."""
 
-from common import metrics, run
+from common import metrics, precision, run
 from common.cluster import local_spec
 from common.config_io import load_config
 
@@ -20,6 +20,9 @@ def start_record(run_id="r1", cfg=CFG):
         devices=["cpu", "cpu"],
         versions={"torch": "2.13.0"},
         precision="fp32",
+        numerics=precision.numerics(
+            precision="none", tf32=False, loss_scaling=False, device_type="cpu"
+        ),
     )
 
 

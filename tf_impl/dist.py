@@ -48,8 +48,6 @@ def pick_device(cfg: Config, spec: cluster.ClusterSpec) -> tuple[str, str]:
     if cfg.tf.communication == "nccl" and (cfg.dist.device == "cpu" or not gpus):
         raise ValueError("tf.communication=nccl needs GPUs; use tf.communication=ring on CPUs")
     if cfg.dist.device == "cpu" or not gpus:
-        if cfg.tf.mixed_precision == "fp16":  # as torch_impl.parallel.check_options refuses it
-            raise ValueError("tf.mixed_precision=fp16 needs a GPU; use bf16 on the CPU")
         tf.config.set_visible_devices([], "GPU")
         return "cpu", "cpu"
     gpu = gpus[spec.local_rank % len(gpus)]

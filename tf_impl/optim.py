@@ -16,6 +16,7 @@ is the same in both; only the coupled weight decay is added.
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from common import optim as common_optim
@@ -87,6 +88,26 @@ def build_optimizer(optim: OptimConfig) -> keras.optimizers.Optimizer:
         )
     optimizer.l2 = optim.weight_decay
     return optimizer
+
+
+class AgreedLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
+    """Keras' dynamic loss scaling, with one skip decision for all workers.
+
+    Keras 3.15's LossScaleOptimizer checks the worker's own gradients for inf/NaN before they
+    are summed over the workers (`_common_apply`, the path MultiWorkerMirroredStrategy takes,
+    since it supports no merge_call), then applies, and all-reduces, only when they are finite.
+    A worker that overflowed alone skipped the step and halved its scale, while the others
+    waited for it in the gradient all-reduce until dist.timeout_s. Here every worker's flag is
+    summed first, so all of them take the same branch: every one skips, or none does.
+    """
+
+    def check_finite(self, grads):
+        finite = super().check_finite(grads)
+        replica = tf.distribute.get_replica_context()
+        if replica is None:  # cross-replica context: no per-worker gradients to agree on
+            return finite
+        overflowed = replica.all_reduce("sum", tf.cast(tf.logical_not(finite), tf.float32))
+        return tf.equal(overflowed, 0.0)
 
 
 def set_learning_rate(optimizer: keras.optimizers.Optimizer, lr: float) -> None:

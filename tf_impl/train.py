@@ -22,14 +22,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from common import cluster, config_io, loop
+from common import cluster, config_io, loop, precision
 from common.config import Config
 from common.rendezvous import RendezvousError
 from common.trainer import TrainerBase
 from tf_impl import checkpoint, dist, memory
 from tf_impl.data import TfData, build_dataset
 from tf_impl.model import build_model
-from tf_impl.optim import build_optimizer, set_learning_rate
+from tf_impl.optim import AgreedLossScaleOptimizer, build_optimizer, set_learning_rate
 
 TRAIN_CLOCK = (
     "the epoch's training steps: batch fetch, forward, backward, gradient all-reduce, optimizer "
@@ -48,9 +48,12 @@ PEER_ERRORS = (
 )
 
 
-def make_train_step(model: keras.Model, optimizer, info: dist.DistInfo, global_batch: int):
+def make_train_step(
+    model: keras.Model, optimizer, info: dist.DistInfo, global_batch: int, fault=None
+):
     """A compiled step; returns this worker's share of the global mean loss (the shares of all
-    workers add up to the loss of the global batch)."""
+    workers add up to the loss of the global batch). `fault`, a variable, multiplies the scaled
+    loss (inf forces an overflow; `common.precision.FORCE_OVERFLOW_VARIABLE`)."""
 
     def replica_step(images, labels):
         with tf.GradientTape() as tape:
@@ -60,6 +63,8 @@ def make_train_step(model: keras.Model, optimizer, info: dist.DistInfo, global_b
             )
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
             scaled = optimizer.scale_loss(loss)  # loss scaling under fp16, else the loss
+            if fault is not None:
+                scaled = scaled * tf.cast(fault, scaled.dtype)
         gradients = tape.gradient(scaled, model.trainable_variables)
         # Keras sums the gradients over the workers: sum of (local sum / global batch) is the
         # gradient of the global mean, as DDP's average of local means is.
@@ -112,6 +117,30 @@ class TfTrainer(TrainerBase):
     def __init__(self, cfg: Config, info: dist.DistInfo):
         super().__init__(cfg, info)
         self.precision = PRECISION[cfg.tf.mixed_precision]
+        # TF32: on by default in TensorFlow; dist.tf32 decides, as on the torch side
+        # (tf.config.experimental.enable_tensor_float_32_execution, TF 2.21 API docs).
+        tf.config.experimental.enable_tensor_float_32_execution(cfg.dist.tf32)
+        self.overflow_at = precision.forced_overflow_steps(info.rank)
+        if self.overflow_at and cfg.tf.mixed_precision != "fp16":
+            raise ValueError(
+                f"{precision.FORCE_OVERFLOW_VARIABLE} forces an fp16 overflow; it needs "
+                "tf.mixed_precision=fp16"
+            )
+        self.steps = self.reported_skips = self.applied_before = 0
+
+    def numerics(self) -> dict:
+        described = precision.numerics(
+            precision=self.cfg.tf.mixed_precision,
+            tf32=self.cfg.dist.tf32,
+            loss_scaling=self.cfg.tf.mixed_precision == "fp16",
+            device_type=self.device_type,
+        )
+        enabled = tf.config.experimental.tensor_float_32_execution_enabled()
+        return {
+            **described,
+            "tf32_settings": {"tensor_float_32_execution": enabled},
+            "how": f"Keras policy {POLICY[self.cfg.tf.mixed_precision]}",
+        }
 
     def versions(self) -> dict[str, str]:
         found = {"tensorflow": tf.__version__, "keras": keras.__version__}
@@ -129,18 +158,45 @@ class TfTrainer(TrainerBase):
             self.model = build_model(cfg.model, cfg.train.seed)
             self.optimizer = build_optimizer(cfg.optim)
             if cfg.tf.mixed_precision == "fp16":
-                self.optimizer = keras.optimizers.LossScaleOptimizer(self.optimizer)
+                self.optimizer = AgreedLossScaleOptimizer(
+                    self.optimizer,
+                    initial_scale=precision.LOSS_SCALE_INIT,
+                    dynamic_growth_steps=precision.LOSS_SCALE_GROWTH_INTERVAL,
+                )
             self.optimizer.build(self.model.trainable_variables)
-        self.step_fn = make_train_step(self.model, self.optimizer, info, self.global_batch)
+        self.fault = tf.Variable(1.0, trainable=False) if self.overflow_at else None
+        self.step_fn = make_train_step(
+            self.model, self.optimizer, info, self.global_batch, self.fault
+        )
         self.eval_step = make_eval_step(self.model)
 
     def train_step(self, batch, lr: float) -> float:
         set_learning_rate(self.optimizer, lr)
         images, labels = batch
+        self.steps += 1
+        if self.fault is not None:
+            self.fault.assign(float("inf") if self.steps in self.overflow_at else 1.0)
         return float(self.step_fn(images, labels))  # waits for the step: an honest step time
+
+    def loss_scaling(self) -> tuple[float, int] | None:
+        if not isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+            return None
+        # The inner optimizer counts only the steps it applied.
+        skipped = self.steps - (int(self.optimizer.iterations.numpy()) - self.applied_before)
+        new, self.reported_skips = skipped - self.reported_skips, skipped
+        return float(self.optimizer.dynamic_scale.numpy()), new
+
+    def replica_digest(self) -> float | None:
+        return float(
+            sum(np.sum(v.numpy(), dtype=np.float64) for v in self.model.trainable_variables)
+        )
 
     def evaluate(self) -> tuple[float, float]:
         return evaluate(self.eval_step, self.data, self.info)
+
+    def load_checkpoint(self, folder) -> None:
+        super().load_checkpoint(folder)
+        self.applied_before = int(self.optimizer.iterations.numpy())  # of earlier launches
 
     def describe_failure(self, failure: Exception) -> str:
         text = " ".join(str(failure).split())[:600]

@@ -31,8 +31,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from common.config import Config
 from torch_impl.model import MnistNet, parameter_layers
+from torch_impl.precision import DTYPES
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 FSDP = ("fsdp1", "fsdp2")
 
 
@@ -56,7 +56,6 @@ def check_options(cfg: Config, world_size: int, cuda: bool) -> None:
     if options.strategy not in FSDP:
         for key, value, default in (
             ("sharding", options.sharding, "full_shard"),
-            ("mixed_precision", options.mixed_precision, "none"),
             ("cpu_offload", options.cpu_offload, False),
         ):
             if value != default:
@@ -73,8 +72,6 @@ def check_options(cfg: Config, world_size: int, cuda: bool) -> None:
             "torch.cpu_offload with torch.pin_memory=true needs CUDA (pinned host memory); "
             "set torch.pin_memory=false on a machine without a GPU"
         )
-    if options.mixed_precision == "fp16" and not cuda:
-        raise ValueError("torch.mixed_precision=fp16 needs a GPU; use bf16 on the CPU")
 
 
 def _fsdp2(model: MnistNet, cfg: Config) -> nn.Module:

@@ -14,11 +14,12 @@ if __name__ == "__main__":  # --help in a second, before the framework is import
 
 import os
 import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from common import cluster, config_io, loop
+from common import cluster, config_io, loop, precision
 from common.config import Config
 from common.trainer import TrainerBase
 from torch_impl import checkpoint, dist, memory
@@ -26,6 +27,7 @@ from torch_impl.data import TorchData, build_dataset
 from torch_impl.model import build_model
 from torch_impl.optim import build_optimizer, set_learning_rate
 from torch_impl.parallel import check_options, parallelize, resolve_strategy
+from torch_impl.precision import Amp, apply_tf32
 
 TRAIN_CLOCK = (
     "the epoch's training steps: batch fetch, forward, backward, gradient sync, optimizer step; "
@@ -33,25 +35,33 @@ TRAIN_CLOCK = (
     "epoch 1 includes warm-up"
 )
 PRECISION = {"none": "fp32", "bf16": "bf16", "fp16": "fp16"}
+HOW = {
+    "single": "torch.autocast",
+    "ddp": "torch.autocast",
+    "fsdp2": "fully_shard MixedPrecisionPolicy",
+    "fsdp1": "FSDP MixedPrecision",
+}
 
 
-def train_step(model, optimizer, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def train_step(model, optimizer, images: torch.Tensor, labels: torch.Tensor, amp: Amp):
     """One optimizer step on this rank's batch. The loss is the mean over the rank's batch; DDP
     and FSDP average gradients over the ranks, so the step follows the global-batch mean."""
     optimizer.zero_grad(set_to_none=True)
-    loss = F.cross_entropy(model(images).float(), labels)
-    loss.backward()
-    optimizer.step()
+    with amp.forward_context():
+        logits = model(images)
+    loss = F.cross_entropy(logits.float(), labels)
+    amp.backward_and_step(loss, optimizer)
     return loss.detach()
 
 
 @torch.no_grad()
-def evaluate(model, data: TorchData, info: dist.DistInfo) -> tuple[float, float]:
+def evaluate(model, data: TorchData, info: dist.DistInfo, amp: Amp) -> tuple[float, float]:
     """(mean loss, accuracy) over the whole test set, summed over the ranks."""
     model.eval()
     totals = torch.zeros(3, dtype=torch.float64, device=info.device)
     for images, labels, weights in data.eval_batches():
-        logits = model(images).float()
+        with amp.forward_context():
+            logits = model(images).float()
         losses = F.cross_entropy(logits, labels, reduction="none")
         totals[0] += (losses * weights).sum()
         totals[1] += ((logits.argmax(dim=1) == labels).float() * weights).sum()
@@ -73,6 +83,17 @@ class TorchTrainer(TrainerBase):
         super().__init__(cfg, info)
         self.strategy = cfg.torch.strategy
         self.precision = PRECISION[cfg.torch.mixed_precision]
+        self.amp = Amp(cfg, self.strategy, info.device, info.rank)
+        self.tf32 = apply_tf32(cfg.dist.tf32)
+
+    def numerics(self) -> dict:
+        described = precision.numerics(
+            precision=self.cfg.torch.mixed_precision,
+            tf32=self.cfg.dist.tf32,
+            loss_scaling=self.amp.scaler is not None,
+            device_type=self.device_type,
+        )
+        return {**described, "tf32_settings": self.tf32, "how": HOW[self.strategy]}
 
     def versions(self) -> dict[str, str]:
         found = {"torch": torch.__version__}
@@ -87,15 +108,35 @@ class TorchTrainer(TrainerBase):
         torch.manual_seed(cfg.train.seed * 1_000_003 + info.rank)  # dropout masks, per rank
         self.model = parallelize(build_model(cfg.model, cfg.train.seed), cfg, info.device)
         self.optimizer = build_optimizer(cfg.optim, self.model.parameters())
+        self.amp.watch(self.optimizer)
 
     def train_step(self, batch, lr: float) -> torch.Tensor:
         set_learning_rate(self.optimizer, lr)
         images, labels = batch
         # The rank's mean over its batch; the ranks' shares of the global mean add up to it.
-        return train_step(self.model, self.optimizer, images, labels) / self.info.world_size
+        loss = train_step(self.model, self.optimizer, images, labels, self.amp)
+        return loss / self.info.world_size
 
     def evaluate(self) -> tuple[float, float]:
-        return evaluate(self.model, self.data, self.info)
+        return evaluate(self.model, self.data, self.info, self.amp)
+
+    def loss_scaling(self) -> tuple[float, int] | None:
+        return self.amp.loss_scaling()
+
+    def replica_digest(self) -> float | None:
+        if self.strategy in ("fsdp1", "fsdp2"):  # each rank holds its own shard
+            return None
+        with torch.no_grad():
+            total = sum(p.detach().double().sum() for p in self.model.parameters())
+        return float(total)
+
+    def save_checkpoint(self, folder: Path) -> None:
+        super().save_checkpoint(folder)
+        self.amp.save(folder, self.info.rank)
+
+    def load_checkpoint(self, folder: Path) -> None:
+        super().load_checkpoint(folder)
+        self.amp.load(folder, self.info.rank)
 
     def describe_failure(self, failure: Exception) -> str:
         return f"rank {self.info.rank}: {type(failure).__name__}: {failure}"

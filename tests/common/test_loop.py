@@ -9,7 +9,7 @@ import signal
 import numpy as np
 import pytest
 
-from common import cluster, config_io, loop, metrics
+from common import cluster, config_io, loop, metrics, precision
 from common.memory import MemoryUse
 from common.run import RunOptions
 from tests.schema_check import check_file
@@ -29,6 +29,17 @@ class NumpyTrainer:
 
     def versions(self):
         return {}
+
+    def numerics(self):
+        return precision.numerics(
+            precision="none", tf32=False, loss_scaling=False, device_type="cpu"
+        )
+
+    def loss_scaling(self):
+        return None
+
+    def replica_digest(self):
+        return float(self.w.sum())
 
     def all_reduce_sum(self, values):
         return np.array(values, dtype=np.float64)  # one rank: the sum is the value

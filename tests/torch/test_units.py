@@ -52,10 +52,8 @@ def test_tensor_and_loader_pipelines_give_the_same_batches(mnist):
             ["torch.strategy=ddp", "torch.cpu_offload=true"],
             "torch.cpu_offload=True is an FSDP option",
         ),
-        (["torch.strategy=ddp", "torch.mixed_precision=bf16"], "is an FSDP option"),
         (["torch.strategy=fsdp2", "torch.sharding=no_shard"], "use torch.strategy=ddp"),
         (["torch.strategy=fsdp2", "torch.cpu_offload=true"], "set torch.pin_memory=false"),
-        (["torch.strategy=fsdp1", "torch.mixed_precision=fp16"], "fp16 needs a GPU"),
     ],
 )
 def test_options_that_do_not_combine_are_refused(overrides, message):

@@ -1,0 +1,65 @@
+"""Mixed precision on TensorFlow workers: fp16 loss scaling that skips the same steps on every
+worker (an overflow forced on one of 2 real RING workers), its state across a resume, bf16 on
+the CPU, and TF32 set and recorded."""
+
+import numpy as np
+import pytest
+
+from common import metrics
+from common.precision import FORCE_OVERFLOW_VARIABLE, LOSS_SCALE_INIT
+
+FP16 = ["tf.mixed_precision=fp16", "dist.timeout_s=20"]
+OVERFLOW_ON_WORKER_1 = {FORCE_OVERFLOW_VARIABLE: "1:3"}
+
+
+def records(run_dir, kind):
+    return [r for r in metrics.read_metrics(run_dir / "metrics.jsonl") if r["record"] == kind]
+
+
+def test_an_overflow_on_one_worker_is_skipped_by_every_worker(run_tf):
+    """Keras' own LossScaleOptimizer left worker 0 waiting in the all-reduce until the timeout
+    (measured: DeadlineExceeded after dist.timeout_s, the run failed)."""
+    done, run_dir = run_tf("fp16", 2, *FP16, env=OVERFLOW_ON_WORKER_1)
+    first, second = records(run_dir, "epoch")
+    assert first["skipped_steps"] == [1, 1] and second["skipped_steps"] == [0, 0]
+    assert first["loss_scale"] == second["loss_scale"] == [LOSS_SCALE_INIT / 2] * 2
+    assert first["replicas_in_sync"] is True and second["replicas_in_sync"] is True
+    assert second["train_time_s"] < 20  # nobody waited for a timeout
+    numerics = records(run_dir, "run_start")[0]["numerics"]
+    assert numerics["compute_dtype"] == "fp16" and numerics["loss_scaling"].startswith("dynamic")
+
+
+def test_the_loss_scale_survives_a_resume(run_tf):
+    settings = [*FP16, "train.epochs=3", "output.save_model=true"]
+    _, whole = run_tf("whole", 0, *settings, env={FORCE_OVERFLOW_VARIABLE: "0:3"})
+    _, parts = run_tf(
+        "parts",
+        0,
+        *settings,
+        extra=["--stop-after-epoch", "1"],
+        env={FORCE_OVERFLOW_VARIABLE: "0:3"},
+    )
+    run_tf("parts", 0, *settings, extra=["--resume"])
+    assert [r["loss_scale"] for r in records(parts, "epoch")] == [
+        r["loss_scale"] for r in records(whole, "epoch")
+    ]
+    assert [r["skipped_steps"] for r in records(parts, "epoch")] == [[1], [0], [0]]
+    final = np.load(whole / "model.npz"), np.load(parts / "model.npz")
+    assert all(np.array_equal(final[0][name], final[1][name]) for name in final[0].files)
+
+
+def test_bf16_trains_on_the_cpu(run_tf):
+    _, run_dir = run_tf("bf16", 2, "tf.mixed_precision=bf16")
+    first, second = records(run_dir, "epoch")
+    assert second["train_loss"] < first["train_loss"] and second["val_accuracy"] > 0.8
+    numerics = records(run_dir, "run_start")[0]["numerics"]
+    assert (numerics["param_dtype"], numerics["compute_dtype"]) == ("fp32", "bf16")
+    assert numerics["how"] == "Keras policy mixed_bfloat16"
+
+
+@pytest.mark.parametrize("enabled", [False, True])
+def test_tf32_is_set_and_recorded(run_tf, enabled):
+    _, run_dir = run_tf("tf32", 0, f"dist.tf32={str(enabled).lower()}", "train.epochs=1")
+    numerics = records(run_dir, "run_start")[0]["numerics"]
+    assert numerics["tf32"] is enabled and numerics["tf32_effective"] is False  # no GPU here
+    assert numerics["tf32_settings"] == {"tensor_float_32_execution": enabled}

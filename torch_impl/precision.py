@@ -1,0 +1,132 @@
+"""Mixed precision on every torch strategy, loss scaling under fp16, and TF32.
+
+What each strategy does with `torch.mixed_precision` (the meanings `common.precision.numerics`
+records):
+  single, ddp  `torch.autocast` around the forward: fp32 parameters, low-precision compute,
+               fp32 gradients (DDP reduces those).
+  fsdp2        `MixedPrecisionPolicy(param_dtype=low, reduce_dtype=fp32)` (torch_impl.parallel):
+               fp32 sharded parameters, gathered in the low precision, gradients reduced in fp32.
+  fsdp1        `MixedPrecision(param_dtype=low, reduce_dtype=fp32, buffer_dtype=low)`.
+fp16 adds dynamic loss scaling, and every rank must skip the same steps:
+  single, ddp  `torch.amp.GradScaler`: DDP's gradients are already all-reduced when the scaler
+               looks for inf/NaN, so every rank sees the same.
+  fsdp2        `torch.amp.GradScaler` as well: its unscale of DTensor gradients all-reduces the
+               found-inf flag over the mesh (pytorch PR 132816; torchtitan docs/fsdp.md).
+  fsdp1        `ShardedGradScaler`, which all-reduces found-inf over the process group itself
+               (torch/distributed/fsdp/sharded_grad_scaler.py, `_unscale_grads_` + `unscale_`).
+The scaler's state is part of the checkpoint (one file per rank), so a resumed run goes on
+with the scale it had.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from pathlib import Path
+
+import torch
+from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+from torch.distributed.tensor import DTensor
+
+from common import precision
+from common.config import Config
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def apply_tf32(enabled: bool) -> dict[str, str]:
+    """TF32 for fp32 matmuls and cuDNN convolutions, on or off; the settings, for run_start.
+    torch 2.13 keeps matmul TF32 off and conv TF32 on by default, unlike TensorFlow (on for
+    both), so dist.tf32 sets both explicitly. The `fp32_precision` attributes replace
+    `allow_tf32` from torch 2.9 on (docs: notes/cuda.html, "TensorFloat-32 (TF32) on Ampere
+    (and later) devices"); they are plain flags on a machine without CUDA."""
+    setting = "tf32" if enabled else "ieee"
+    torch.backends.cuda.matmul.fp32_precision = setting
+    torch.backends.cudnn.conv.fp32_precision = setting
+    return {
+        "matmul": torch.backends.cuda.matmul.fp32_precision,
+        "conv": torch.backends.cudnn.conv.fp32_precision,
+    }
+
+
+def _overflow_own_shard(optimizer: torch.optim.Optimizer) -> None:
+    """One element of this rank's first non-empty gradient shard becomes inf."""
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            grad = param.grad
+            local = grad.to_local() if isinstance(grad, DTensor) else grad
+            if local is not None and local.numel():
+                with torch.no_grad():
+                    local.view(-1)[0] = math.inf
+                return
+
+
+class Amp:
+    """Autocast and the gradient scaler of one run, and its count of skipped steps."""
+
+    def __init__(self, cfg: Config, strategy: str, device: torch.device, rank: int):
+        self.device_type = device.type
+        self.dtype = DTYPES.get(cfg.torch.mixed_precision)
+        self.autocast = self.dtype is not None and strategy in ("single", "ddp")
+        self.scaler: torch.amp.GradScaler | None = None
+        if cfg.torch.mixed_precision == "fp16":
+            kind = ShardedGradScaler if strategy == "fsdp1" else torch.amp.GradScaler
+            self.scaler = kind(
+                device.type,
+                init_scale=precision.LOSS_SCALE_INIT,
+                growth_interval=precision.LOSS_SCALE_GROWTH_INTERVAL,
+            )
+        self.sharded = strategy in ("fsdp1", "fsdp2")
+        self.overflow_at = precision.forced_overflow_steps(rank)
+        if self.overflow_at and self.scaler is None:
+            raise ValueError(
+                f"{precision.FORCE_OVERFLOW_VARIABLE} forces an fp16 overflow; it needs "
+                "torch.mixed_precision=fp16"
+            )
+        self.steps = 0  # steps taken by this launch
+        self.applied = 0  # of those, steps the optimizer took (the scaler may skip one)
+        self.reported_skips = 0
+
+    def watch(self, optimizer: torch.optim.Optimizer) -> None:
+        """Count the optimizer's real steps: GradScaler.step skips `optimizer.step` on overflow."""
+        optimizer.register_step_post_hook(lambda *_: setattr(self, "applied", self.applied + 1))
+
+    def forward_context(self):
+        if self.autocast:
+            return torch.autocast(device_type=self.device_type, dtype=self.dtype)
+        return contextlib.nullcontext()
+
+    def backward_and_step(self, loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> None:
+        self.steps += 1
+        if self.scaler is None:
+            loss.backward()
+            optimizer.step()
+            return
+        # The forced fault, as a real overflow on this rank shows: replicated gradients are
+        # summed before the scaler sees them, so an overflow in this rank's backward reaches
+        # every rank; sharded ones are reduce-scattered, so it may land in this rank's shard
+        # alone, and the scaler must tell the others.
+        forced = self.steps in self.overflow_at
+        if forced and not self.sharded:
+            loss = loss * math.inf
+        self.scaler.scale(loss).backward()
+        if forced and self.sharded:
+            _overflow_own_shard(optimizer)
+        self.scaler.step(optimizer)
+        self.scaler.update()
+
+    def loss_scaling(self) -> tuple[float, int] | None:
+        """(the scale now, steps skipped since the last call); None without loss scaling."""
+        if self.scaler is None:
+            return None
+        skipped = self.steps - self.applied
+        new, self.reported_skips = skipped - self.reported_skips, skipped
+        return float(self.scaler.get_scale()), new
+
+    def save(self, folder: Path, rank: int) -> None:
+        if self.scaler is not None:
+            torch.save(self.scaler.state_dict(), folder / f"grad-scaler-rank{rank}.pt")
+
+    def load(self, folder: Path, rank: int) -> None:
+        if self.scaler is not None:
+            self.scaler.load_state_dict(torch.load(folder / f"grad-scaler-rank{rank}.pt"))
