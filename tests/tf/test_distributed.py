@@ -133,7 +133,6 @@ def test_a_corrupt_checkpoint_is_named_and_not_resumed(run_tf):
     assert f"no intact checkpoint left: {data} does not match its checksum" in done.stderr
 
 
-
 def test_resume_without_a_run_is_refused_clearly(run_tf):
     done, run_dir = run_tf("nothing", 2, extra=["--resume"], check=False)
     assert done.returncode == 2

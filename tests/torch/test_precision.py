@@ -22,9 +22,7 @@ def test_an_overflow_on_one_rank_is_skipped_by_every_rank(run_torch, strategy):
     """ddp: the overflow reaches both ranks through the gradient all-reduce. fsdp: it lands in
     rank 1's gradient shard only; the scaler must tell rank 0 (a plain GradScaler on fsdp1
     left rank 0 at 32768 with 0 skips, measured)."""
-    _, run_dir = run_torch(
-        strategy, 2, f"torch.strategy={strategy}", *FP16, env=OVERFLOW_ON_RANK_1
-    )
+    _, run_dir = run_torch(strategy, 2, f"torch.strategy={strategy}", *FP16, env=OVERFLOW_ON_RANK_1)
     first, second = records(run_dir, "epoch")
     assert first["skipped_steps"] == [1, 1] and second["skipped_steps"] == [0, 0]
     assert first["loss_scale"] == [LOSS_SCALE_INIT / 2] * 2
