@@ -32,7 +32,9 @@ TIMEOUT_S = 1800
 TRAIN_MODULE = {"torch": "torch_impl.train", "tf": "tf_impl.train"}
 
 
-def baselines(framework: str, model_name: str, limit: int, repeats: int) -> dict[str, float]:
+def baselines(
+    framework: str, model_name: str, limit: int, repeats: int, device: str = "auto"
+) -> dict[str, float]:
     """{"<framework> <baseline name>": samples/s} from `python -m <framework>_impl.bench`."""
     command = [
         sys.executable,
@@ -46,6 +48,8 @@ def baselines(framework: str, model_name: str, limit: int, repeats: int) -> dict
         str(repeats),
         "--batch",
         str(BATCH),
+        "--device",
+        device,
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
     if done.returncode != 0:
@@ -55,7 +59,14 @@ def baselines(framework: str, model_name: str, limit: int, repeats: int) -> dict
 
 
 def launched(
-    framework: str, strategy: str, *, model_name: str, pipeline: str, nproc: int, limit: int
+    framework: str,
+    strategy: str,
+    *,
+    model_name: str,
+    pipeline: str,
+    nproc: int,
+    limit: int,
+    device: str = "auto",
 ) -> float:
     """samples/s of epoch 2 of a real launch of the framework's training program."""
     with tempfile.TemporaryDirectory() as out:
@@ -69,6 +80,7 @@ def launched(
             "train.batch_mode=global",
             f"output.dir={out}",
             "output.run_name=bench",
+            f"dist.device={device}",
         ]
         if framework == "torch":
             overrides.append(f"torch.strategy={strategy}")
@@ -116,7 +128,9 @@ def measurements(args, frameworks: list[str]) -> list[tuple[str, str, int, Calla
                     model_name,
                     f"{framework} baselines",
                     1,
-                    functools.partial(baselines, framework, model_name, args.train_limit, 1),
+                    functools.partial(
+                        baselines, framework, model_name, args.train_limit, 1, args.device
+                    ),
                 )
             )
             strategies = args.strategies.split(",") if framework == "torch" else ["mwms"]
@@ -132,6 +146,7 @@ def measurements(args, frameworks: list[str]) -> list[tuple[str, str, int, Calla
                         pipeline=pipeline,
                         nproc=ranks,
                         limit=args.train_limit,
+                        device=args.device,
                     )
                     cells.append(
                         (
@@ -152,6 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pipelines", default="tensor,loader")
     parser.add_argument("--nproc", type=int, default=2, help="ranks of ddp, fsdp and TF runs")
     parser.add_argument("--train-limit", type=int, default=6400, help="training samples used")
+    parser.add_argument(
+        "--device",
+        default="auto",
+        choices=["auto", "cpu", "gpu"],
+        help="dist.device of every run and baseline (auto: a GPU when the framework sees one)",
+    )
     parser.add_argument(
         "--repeats",
         type=int,

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from common.hostlist import HostlistError, expand_hostlist, expand_tasks_per_node, ranks_to_hosts
 
 LAUNCHER_MARK = "SUITE_LAUNCHER"
+# slurm/task.sh sets it to 1 after narrowing CUDA_VISIBLE_DEVICES to its task's own GPU.
+TASK_GPU_BOUND = "SUITE_TASK_GPU_BOUND"
 # common.launch names a file here; before it stops the ranks it writes into it why.
 STOP_REASON_VARIABLE = "SUITE_STOP_REASON"
 # Ports of a SLURM job: base = PORT_FLOOR + (job id mod PORT_SLOTS) * PORT_SPAN. The torch
@@ -52,6 +54,8 @@ class ClusterSpec:
     launch_id: str = ""  # the same in every rank of one launch (job id, launcher's run id)
     tf_ports: tuple[int, ...] = ()  # TensorFlow port of every rank, in rank order
     stop_reason_file: str = ""  # where common.launch says why it stopped the ranks
+    cpus_per_task: int = 0  # SLURM_CPUS_PER_TASK: cores of this task (0: not said)
+    gpus_bound_per_task: bool = False  # SLURM (--gpus-per-task) or slurm/task.sh bound a GPU
 
     @property
     def is_chief(self) -> bool:
@@ -130,12 +134,6 @@ def _int(env: Mapping[str, str], name: str) -> int:
         raise ClusterError(f"{name}={value!r} is not an integer") from None
 
 
-def threads_per_rank(local_world_size: int) -> int:
-    """This machine's cores (those this process may use) split over the ranks on it."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, (cores or 1) // local_world_size)
-
-
 def unique_stamp() -> str:
     """Time to the second and 24 random bits: launches started in the same second differ."""
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
@@ -204,7 +202,12 @@ def _from_torchrun(env: Mapping[str, str]) -> ClusterSpec:
         launch_id=env.get("SUITE_RUN_ID") or env.get("TORCHELASTIC_RUN_ID", ""),
         tf_ports=ports,
         stop_reason_file=env.get(STOP_REASON_VARIABLE, ""),
+        cpus_per_task=_cpus_per_task(env),  # torchrun under srun: the cores of the agent's task
     )
+
+
+def _cpus_per_task(env: Mapping[str, str]) -> int:
+    return _int(env, "SLURM_CPUS_PER_TASK") if env.get("SLURM_CPUS_PER_TASK") else 0
 
 
 def _local_indices(hosts: tuple[str, ...]) -> list[int]:
@@ -269,6 +272,8 @@ def _from_slurm(env: Mapping[str, str]) -> ClusterSpec:
         master_port=_int(env, "MASTER_PORT") if env.get("MASTER_PORT") else base,
         launch_id=f"job{job_id}",
         tf_ports=tuple(base + 1 + index for index in local_index),
+        cpus_per_task=_cpus_per_task(env),
+        gpus_bound_per_task=bool(env.get("SLURM_GPUS_PER_TASK")) or env.get(TASK_GPU_BOUND) == "1",
     )
 
 

@@ -102,7 +102,7 @@ SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
 # Fields added after version 1 was published: the suite writes them always, a reader checks
 # them where present, so that files written before them stay readable.
 ADDED: dict[str, dict[str, tuple[type, ...]]] = {
-    "run_start": {"numerics": (dict,)},
+    "run_start": {"numerics": (dict,), "threads": (dict,)},
     "epoch": {
         "replicas_in_sync": (bool, type(None)),
         "loss_scale": (list, type(None)),

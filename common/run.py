@@ -94,6 +94,7 @@ def run_start_record(
     versions: dict[str, str],
     precision: str,
     numerics: dict,
+    threads: dict,
 ) -> dict:
     return {
         "record": "run_start",
@@ -112,6 +113,7 @@ def run_start_record(
         "dataset": "mnist",
         "precision": precision,
         "numerics": numerics,
+        "threads": threads,
         "world_size": cluster.world_size,
         "global_batch_size": cfg.train.global_batch_size(cluster.world_size),
         "launcher": cluster.launcher,

@@ -124,6 +124,7 @@ def start_run(cfg: Config, trainer: Trainer, options: RunOptions) -> Run:
         versions=trainer.versions(),
         precision=trainer.precision,
         numerics=trainer.numerics(),
+        threads=trainer.threads(),
     )
     current.write(record)
     return current

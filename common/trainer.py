@@ -40,6 +40,9 @@ class Trainer(Protocol):
     def versions(self) -> dict[str, str]:
         """Library versions beyond python and numpy (CUDA, NCCL, cuDNN, Keras ...)."""
 
+    def threads(self) -> dict[str, int]:
+        """This rank's intra-op and inter-op threads (`common.devices` decides them)."""
+
     def numerics(self) -> dict:
         """What `precision` means on this side (`common.precision.numerics`, and how)."""
 
@@ -124,6 +127,9 @@ class TrainerBase:
 
     def train_batches(self, epoch: int) -> Iterable[Any]:
         return self.data.train_batches(epoch)
+
+    def threads(self) -> dict[str, int]:
+        return dict(self.info.threads)
 
     def all_reduce_sum(self, values: np.ndarray) -> np.ndarray:
         return self.dist.all_reduce_sum(values, self.info)

@@ -61,8 +61,14 @@ fi
 read -ra python <<< "$python"  # may be a command with words: "apptainer exec img.sif python"
 
 run_name=${SLURM_JOB_NAME}-${SLURM_JOB_ID}
+# A job given GPUs trains on them: a framework that does not see them stops (exit 2) instead of
+# training on the CPU; a --set dist.device=... of the caller still wins (it comes later).
+device=()
+if (( ${SLURM_GPUS_ON_NODE:-0} > 0 )); then device=(--set dist.device=gpu); fi
 args=(--config "$config" --set "output.dir=${SUITE_RESULTS:-results}" --set "output.run_name=$run_name"
-      --set train.checkpoint_every_epochs=1 "$@" --auto-resume)
+      --set train.checkpoint_every_epochs=1 "${device[@]}" "$@" --auto-resume)
+# srun stopped inheriting --cpus-per-task from the job in SLURM 22.05; pass it on to the step.
+if [[ -n ${SLURM_CPUS_PER_TASK:-} ]]; then export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK; fi
 if [[ -n ${SLURM_STEP_ID:-} ]]; then  # a task of an srun step: become its rank
   [[ $framework != torchrun ]] || die "the torchrun variant starts one agent per node itself: submit it with sbatch"
   if [[ ${SLURM_PROCID:-0} == 0 ]]; then

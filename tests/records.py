@@ -23,6 +23,7 @@ def start_record(run_id="r1", cfg=CFG):
         numerics=precision.numerics(
             precision="none", tf32=False, loss_scaling=False, device_type="cpu"
         ),
+        threads={"intra_op": 1, "inter_op": 1},
     )
 
 

@@ -1,10 +1,13 @@
 """The TensorFlow baseline for the benchmark (`python -m common.bench`), in a process of its own.
 
     python -m tf_impl.bench --model cnn [--train-limit 6400] [--repeats 3] [--batch 64]
+                            [--device auto|cpu|gpu]
 
 `plain loop`: a compiled step (forward, loss, gradients, optimizer) over the same preloaded,
 normalized arrays as the launched runs, with no strategy and no metrics; the second pass over
-the data is timed. Prints one JSON line {"model", "samples_per_s": {baseline: median samples/s}}.
+the data is timed. It runs on the device the launched runs take for dist.device=--device (the
+GPU when TensorFlow sees one, for auto). Prints one JSON line
+{"model", "samples_per_s": {baseline: median samples/s}}.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from common import cluster, config_io, data
+from common import cluster, config_io, data, devices
 from tf_impl.model import build_model
 from tf_impl.optim import build_optimizer
 
@@ -57,8 +60,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-limit", type=int, default=6400)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
     args = parser.parse_args(argv)
-    threads = cluster.threads_per_rank(1)
+    spec = cluster.from_environment({})
+    gpus = tf.config.list_physical_devices("GPU")
+    try:
+        placed = devices.place(
+            framework="tf", requested=args.device, visible_gpus=len(gpus), spec=spec
+        )
+    except ValueError as error:
+        parser.error(str(error))
+    tf.config.set_visible_devices(gpus[:1] if placed.device_type == "gpu" else [], "GPU")
+    threads = devices.threads_per_rank(spec, devices.available_cores())
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     mnist = data.load_mnist()
     images = tf.constant(data.normalize(mnist.train_images[: args.train_limit])[..., np.newaxis])

@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.eager import context
 
-from common import cluster, rendezvous
+from common import cluster, devices, rendezvous
 from common.config import Config
 
 COMMUNICATION = {
@@ -33,6 +33,7 @@ class DistInfo(cluster.RankView):
     device: str  # TensorFlow's name of the worker's one device: "GPU:0" or "CPU:0"
     device_type: str  # "cpu" or "gpu"
     device_name: str  # "cpu" or the GPU's name
+    threads: dict = field(default_factory=dict)  # {"intra_op": n, "inter_op": m}
     compiled: dict = field(default_factory=dict, compare=False)  # tf.functions made once
 
     @property
@@ -41,20 +42,33 @@ class DistInfo(cluster.RankView):
 
 
 def pick_device(cfg: Config, spec: cluster.ClusterSpec) -> tuple[str, str]:
-    """Make one device visible to this worker: the GPU of its local rank, or none."""
+    """Make one device visible to this worker (`common.devices.place` decides which; ValueError
+    when it cannot work): the GPU of its local rank, or none."""
     gpus = tf.config.list_physical_devices("GPU")
-    if cfg.dist.device == "gpu" and not gpus:
-        raise ValueError("dist.device=gpu but TensorFlow sees no GPU; use dist.device=cpu")
-    if cfg.tf.communication == "nccl" and (cfg.dist.device == "cpu" or not gpus):
+    placed = devices.place(
+        framework="tf", requested=cfg.dist.device, visible_gpus=len(gpus), spec=spec
+    )
+    if cfg.tf.communication == "nccl" and placed.device_type == "cpu":
         raise ValueError("tf.communication=nccl needs GPUs; use tf.communication=ring on CPUs")
-    if cfg.dist.device == "cpu" or not gpus:
+    if placed.device_type == "cpu":
         tf.config.set_visible_devices([], "GPU")
         return "cpu", "cpu"
-    gpu = gpus[spec.local_rank % len(gpus)]
+    gpu = gpus[placed.gpu_index]
     tf.config.set_visible_devices([gpu], "GPU")
     tf.config.experimental.set_memory_growth(gpu, True)  # peak memory = memory used
     details = tf.config.experimental.get_device_details(gpu)
     return "gpu", details.get("device_name", gpu.name)
+
+
+def set_threads(spec: cluster.ClusterSpec) -> dict[str, int]:
+    """Intra- and inter-op threads by `common.devices`' rule (the same as torch's side)."""
+    intra = devices.threads_per_rank(spec, devices.available_cores())
+    tf.config.threading.set_intra_op_parallelism_threads(intra)
+    tf.config.threading.set_inter_op_parallelism_threads(devices.inter_op_threads(intra))
+    return {
+        "intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+        "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+    }
 
 
 def _configure_coordination(cfg: Config, spec: cluster.ClusterSpec) -> None:
@@ -80,9 +94,7 @@ def setup_distributed(cfg: Config, spec: cluster.ClusterSpec) -> DistInfo:
     cfg.train.global_batch_size(spec.world_size)  # fails early on a batch that does not split
     cluster.write_tf_config(spec, os.environ)
     device_type, device_name = pick_device(cfg, spec)
-    threads = cluster.threads_per_rank(spec.local_world_size)
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(min(2, threads))
+    threads = set_threads(spec)
     if spec.world_size > 1:
         rendezvous.wait_for_peers(spec, cfg.dist.startup_timeout_s, cfg.dist.startup_retries)
         _configure_coordination(cfg, spec)
@@ -92,7 +104,7 @@ def setup_distributed(cfg: Config, spec: cluster.ClusterSpec) -> DistInfo:
     )
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     device = "GPU:0" if device_type == "gpu" else "CPU:0"  # the one device left visible
-    return DistInfo(spec, strategy, device, device_type, device_name)
+    return DistInfo(spec, strategy, device, device_type, device_name, threads)
 
 
 def leave_together(info: DistInfo, timeout_s: float) -> None:

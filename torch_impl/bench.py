@@ -1,11 +1,14 @@
 """The PyTorch baselines for the benchmark (`python -m common.bench`), in a process of their own.
 
     python -m torch_impl.bench --model cnn [--train-limit 6400] [--repeats 3] [--batch 64]
+                               [--device auto|cpu|gpu]
 
 `plain loop`: a hand-written loop over the same preloaded tensors as the launched runs (no
 wrapper, no metrics). `seed-style loop`: the tutorials' loop, a DataLoader with a per-sample
 transform and shuffle. The second pass over the data is timed, as the launched runs time their
-epoch 2. Prints one JSON line {"model", "samples_per_s": {baseline: median samples/s}}.
+epoch 2. Both run on the device the launched runs take for dist.device=--device (the GPU
+when torch sees one, for auto), so that they are compared with the same hardware. Prints one
+JSON line {"model", "samples_per_s": {baseline: median samples/s}}.
 """
 
 from __future__ import annotations
@@ -19,48 +22,60 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from common import config_io, data
-from common.cluster import threads_per_rank
+from common import cluster, config_io, data, devices
 from torch_impl.data import MnistImages
 from torch_impl.model import build_model
 from torch_impl.optim import build_optimizer
 
 
-def _model_and_optimizer(model_name: str):
+def _model_and_optimizer(model_name: str, device: torch.device):
     cfg = config_io.load_config(None, [f"model.name={model_name}", "optim.name=adam"])
-    model = build_model(cfg.model, seed=0)
+    model = build_model(cfg.model, seed=0).to(device)
     return model, build_optimizer(cfg.optim, model.parameters())
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def plain_loop(model_name: str, images: torch.Tensor, labels: torch.Tensor, batch: int) -> float:
     """samples/s of a bare loop over preloaded tensors (the fastest honest baseline)."""
-    model, optimizer = _model_and_optimizer(model_name)
+    device = images.device
+    model, optimizer = _model_and_optimizer(model_name, device)
     steps = len(labels) // batch
     for _ in range(2):  # the second pass is timed
-        order = torch.randperm(len(labels))
+        order = torch.randperm(len(labels), device=device)
+        _synchronize(device)
         start = time.perf_counter()
         for step in range(steps):
             index = order[step * batch : (step + 1) * batch]
             optimizer.zero_grad()
             F.cross_entropy(model(images[index]), labels[index]).backward()
             optimizer.step()
+        _synchronize(device)
         seconds = time.perf_counter() - start
     return steps * batch / seconds
 
 
-def seed_style_loop(model_name: str, mnist: data.Mnist, limit: int, batch: int) -> float:
-    """samples/s of the tutorials' loop: per-sample transform in a DataLoader, shuffle=True."""
-    model, optimizer = _model_and_optimizer(model_name)
+def seed_style_loop(
+    model_name: str, mnist: data.Mnist, limit: int, batch: int, device: torch.device
+) -> float:
+    """samples/s of the tutorials' loop: per-sample transform in a DataLoader, shuffle=True,
+    each batch copied to the device."""
+    model, optimizer = _model_and_optimizer(model_name, device)
     dataset = MnistImages(mnist.train_images[:limit], mnist.train_labels[:limit])
     loader = DataLoader(dataset, batch_size=batch, shuffle=True, num_workers=1, drop_last=True)
     for _ in range(2):  # the second epoch is timed; it still starts its loader worker
         start = time.perf_counter()
         seen = 0
         for images, labels in loader:
+            images, labels = images.to(device), labels.to(device)
             optimizer.zero_grad()
             F.cross_entropy(model(images), labels).backward()
             optimizer.step()
             seen += len(labels)
+        _synchronize(device)
         seconds = time.perf_counter() - start
     return seen / seconds
 
@@ -71,14 +86,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-limit", type=int, default=6400)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
     args = parser.parse_args(argv)
-    torch.set_num_threads(threads_per_rank(1))
+    spec = cluster.from_environment({})
+    torch.set_num_threads(devices.threads_per_rank(spec, devices.available_cores()))
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    try:
+        placed = devices.place(
+            framework="torch", requested=args.device, visible_gpus=visible, spec=spec
+        )
+    except ValueError as error:
+        parser.error(str(error))
+    device = torch.device("cuda", 0) if placed.device_type == "gpu" else torch.device("cpu")
     mnist = data.load_mnist()
     limit = args.train_limit
     images = torch.from_numpy(data.normalize(mnist.train_images[:limit])).unsqueeze(1)
-    labels = torch.from_numpy(mnist.train_labels[:limit])
+    images = images.to(device)
+    labels = torch.from_numpy(mnist.train_labels[:limit]).to(device)
     plain = [plain_loop(args.model, images, labels, args.batch) for _ in range(args.repeats)]
-    seed = [seed_style_loop(args.model, mnist, limit, args.batch) for _ in range(args.repeats)]
+    seed = [
+        seed_style_loop(args.model, mnist, limit, args.batch, device) for _ in range(args.repeats)
+    ]
     speeds = {"plain loop": statistics.median(plain), "seed-style loop": statistics.median(seed)}
     print(json.dumps({"model": args.model, "samples_per_s": speeds}))
     return 0

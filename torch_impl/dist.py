@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 import torch.distributed as torch_dist
 
-from common import cluster
+from common import cluster, devices
 from common.config import Config
 
 
@@ -27,6 +27,7 @@ class DistInfo(cluster.RankView):
     device_name: str  # "cpu" or the GPU's name
     backend: str | None  # None: one process, no process group
     store: object = None  # the rendezvous TCPStore; the chief's process serves it
+    threads: dict = field(default_factory=dict)  # {"intra_op": n, "inter_op": m}
 
     @property
     def distributed(self) -> bool:
@@ -34,24 +35,38 @@ class DistInfo(cluster.RankView):
 
 
 def pick_device(cfg: Config, spec: cluster.ClusterSpec) -> torch.device:
-    cuda = torch.cuda.is_available()
-    if cfg.dist.device == "gpu" and not cuda:
-        raise ValueError("dist.device=gpu but torch sees no CUDA device; use dist.device=cpu")
-    if cfg.dist.device == "cpu" or not cuda:
+    """This rank's device (`common.devices.place` decides; ValueError when it cannot work)."""
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    placed = devices.place(
+        framework="torch", requested=cfg.dist.device, visible_gpus=visible, spec=spec
+    )
+    if placed.device_type == "cpu":
         return torch.device("cpu")
-    return torch.device("cuda", spec.local_rank % torch.cuda.device_count())
+    return torch.device("cuda", placed.gpu_index)
+
+
+def set_threads(spec: cluster.ClusterSpec) -> dict[str, int]:
+    """Intra- and inter-op threads by `common.devices`' rule (the same as TensorFlow's side)."""
+    intra = devices.threads_per_rank(spec, devices.available_cores())
+    torch.set_num_threads(intra)
+    try:  # allowed once, before any inter-op work has started
+        torch.set_num_interop_threads(devices.inter_op_threads(intra))
+    except RuntimeError:
+        pass
+    return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}
 
 
 def setup_distributed(cfg: Config, spec: cluster.ClusterSpec) -> DistInfo:
     """Take this rank's device and its share of the cores, join the process group."""
     device = pick_device(cfg, spec)
-    torch.set_num_threads(cluster.threads_per_rank(spec.local_world_size))
+    threads = set_threads(spec)
     on_gpu = device.type == "cuda"
     if on_gpu:
         torch.cuda.set_device(device)
     described = {
         "device_type": "gpu" if on_gpu else "cpu",
         "device_name": torch.cuda.get_device_name(device) if on_gpu else "cpu",
+        "threads": threads,
     }
     if cfg.torch.strategy == "single":
         return DistInfo(spec, device, **described, backend=None)

@@ -38,6 +38,9 @@ class NumpyTrainer:
     def loss_scaling(self):
         return None
 
+    def threads(self):
+        return {"intra_op": 1, "inter_op": 1}
+
     def replica_digest(self):
         return float(self.w.sum())
 

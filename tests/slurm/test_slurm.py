@@ -106,7 +106,7 @@ def test_two_tasks_train_and_compare_reads_them(cluster, framework, strategy, tm
     env = slurm_env(tmp_path)
     extra = ["--set", f"torch.strategy={strategy}"] if framework == "torch" else []
     job = submit(
-        [*layout(cluster), "--job-name=t", f"--output={tmp_path}/%x-%j.out"],
+        [*layout(cluster), "--cpus-per-task=1", "--job-name=t", f"--output={tmp_path}/%x-%j.out"],
         [framework, "configs/mlp_adam.yaml", *QUICK, *extra],
         env,
     )
@@ -122,6 +122,7 @@ def test_two_tasks_train_and_compare_reads_them(cluster, framework, strategy, tm
     )
     assert start["hosts"] == (["n1", "n1"] if cluster == 1 else ["n1", "n2"])
     assert [device.split(":")[0] for device in start["devices"]] == start["hosts"]
+    assert start["threads"]["intra_op"] == 1  # --cpus-per-task reached the step (not 2 cores)
     assert end["status"] == "success" and end["epochs_completed"] == 2
     assert compare.main([str(tmp_path / f"t-{job}")]) == 0
 
