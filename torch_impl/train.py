@@ -139,7 +139,15 @@ class TorchTrainer(TrainerBase):
         self.amp.load(folder, self.info.rank)
 
     def describe_failure(self, failure: Exception) -> str:
-        return f"rank {self.info.rank}: {type(failure).__name__}: {failure}"
+        text = " ".join(str(failure).split())[:600]
+        rank = f"rank {self.info.rank}"
+        if isinstance(failure, torch.distributed.DistError):  # NCCL or gloo, raised in Python
+            return (
+                f"{rank}: a collective failed or a peer rank was lost (it died or did not "
+                f"answer within dist.timeout_s={self.cfg.dist.timeout_s:g} s): "
+                f"{type(failure).__name__}: {text}"
+            )
+        return f"{rank}: {type(failure).__name__}: {text}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -118,3 +118,14 @@ def test_help_answers_before_the_framework_is_imported(side, framework):
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert "--stop-after-epoch" in out.stdout and out.stdout.strip().endswith("not imported")
+
+
+def test_nccl_errors_are_raised_in_python_unless_the_user_chose_otherwise():
+    from torch_impl.dist import nccl_error_settings
+
+    assert nccl_error_settings({}) == {
+        "TORCH_NCCL_BLOCKING_WAIT": "1",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2",
+    }
+    chosen = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
+    assert nccl_error_settings(chosen) == {"TORCH_NCCL_BLOCKING_WAIT": "1"}
