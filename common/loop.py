@@ -99,20 +99,20 @@ def train_epoch(
     steps = trainer.steps_per_epoch
     every = cfg.train.log_every_steps
     losses: list[SupportsFloat] = []
-    step_times: list[float] = []
+    clock = trainer.step_clock()
     paused = 0.0
     lr = learning_rate(cfg.optim, epoch, 0, steps, cfg.train.epochs)
     world = trainer.spec.world_size
     trainer.barrier()
     trainer.synchronize()
     progress.start_epoch()
-    start = last = time.perf_counter()
+    start = time.perf_counter()
+    clock.step_started()
     for step, batch in enumerate(trainer.train_batches(epoch)):
         lr = learning_rate(cfg.optim, epoch, step, steps, cfg.train.epochs)
         loss = trainer.train_step(batch, lr)
-        trainer.synchronize()
+        clock.step_done()
         now = time.perf_counter()
-        step_times.append(now - last)
         losses.append(loss)
         global_step = epoch * steps + step + 1
         if every and global_step % every == 0:
@@ -132,13 +132,15 @@ def train_epoch(
             train_s=time.perf_counter() - start - paused,
             loss=lambda loss=loss: float(loss) * world,  # the chief's own mean from its share
         )
-        last = time.perf_counter()
+        clock.step_started()
+    trainer.synchronize()
     train_time = time.perf_counter() - start - paused
     progress.end_epoch()
     local = 0.0
     for loss in losses:  # in step order, in float64: the same sum on every launch
         local += float(loss)
     total = trainer.all_reduce_sum(np.array([local]))[0]
+    step_times = clock.step_times(train_time)
     return run.EpochResult(
         loss=float(total) / steps, time_s=train_time, step_times=step_times, lr=lr, steps=steps
     )

@@ -16,6 +16,7 @@ from typing import Any, Protocol, SupportsFloat
 
 import numpy as np
 
+from common.clocks import HostStepClock, StepClock
 from common.cluster import ClusterSpec
 from common.config import Config
 from common.memory import MemoryUse
@@ -66,6 +67,9 @@ class Trainer(Protocol):
 
     def train_batches(self, epoch: int) -> Iterable[Any]:
         """This rank's batches of `epoch` (0-based) from the shared shard plan."""
+
+    def step_clock(self) -> StepClock:
+        """A fresh clock for one epoch's steps (`common.clocks`)."""
 
     def train_step(self, batch: Any, lr: float) -> SupportsFloat:
         """Collective: one optimizer step at learning rate `lr`. Returns this rank's share of
@@ -130,6 +134,9 @@ class TrainerBase:
 
     def threads(self) -> dict[str, int]:
         return dict(self.info.threads)
+
+    def step_clock(self) -> StepClock:
+        return HostStepClock(self.synchronize)
 
     def all_reduce_sum(self, values: np.ndarray) -> np.ndarray:
         return self.dist.all_reduce_sum(values, self.info)

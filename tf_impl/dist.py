@@ -150,4 +150,8 @@ def barrier(info: DistInfo) -> None:
 
 
 def synchronize(info: DistInfo) -> None:
-    """Nothing to wait for: every step's loss is fetched to the host, which waits for it."""
+    """Wait for queued device work, so that a clock reading means what it says. On the CPU
+    every op has finished when it returns (synchronous execution, TensorFlow's default); on
+    a GPU ops run asynchronously and `tf.test.experimental.sync_devices` (TF >= 2.13) waits."""
+    if info.device_type == "gpu":
+        tf.test.experimental.sync_devices()

@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from common import cluster, config_io, loop, precision
+from common.clocks import EpochMeanStepClock, HostStepClock
 from common.config import Config
 from common.rendezvous import RendezvousError
 from common.trainer import TrainerBase
@@ -33,9 +34,12 @@ from tf_impl.optim import AgreedLossScaleOptimizer, build_optimizer, set_learnin
 
 TRAIN_CLOCK = (
     "the epoch's training steps: batch fetch, forward, backward, gradient all-reduce, optimizer "
-    "step, each step's loss fetched to the host (device synchronized); excludes evaluation, "
-    "checkpoints and metrics; epoch 1 includes tf.function tracing and warm-up"
+    "step; device synchronized at both ends; excludes evaluation, checkpoints and metrics; "
+    "epoch 1 includes tf.function tracing and warm-up"
 )
+# On the CPU a step's loss is read at once (the step is done when it returns); on a GPU it is
+# kept on the device until the end of the epoch, so that the host can queue the next step.
+HOST_LOSSES = "each step's loss fetched to the host"
 POLICY = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 PRECISION = {"none": "fp32", "bf16": "bf16", "fp16": "fp16"}
 # What a lost peer looks like from a surviving worker's collective.
@@ -111,12 +115,15 @@ class TfTrainer(TrainerBase):
     framework = "tf"
     framework_version = tf.__version__
     strategy = "mwms"
-    train_clock = TRAIN_CLOCK
     dist, memory, checkpoint = dist, memory, checkpoint  # this side's modules, for TrainerBase
 
     def __init__(self, cfg: Config, info: dist.DistInfo):
         super().__init__(cfg, info)
         self.precision = PRECISION[cfg.tf.mixed_precision]
+        self.on_gpu = info.device_type == "gpu"
+        clock = EpochMeanStepClock if self.on_gpu else HostStepClock
+        losses = "losses kept on the device" if self.on_gpu else HOST_LOSSES
+        self.train_clock = f"{TRAIN_CLOCK}; {losses}; {clock.description}"
         # TF32: on by default in TensorFlow; dist.tf32 decides, as on the torch side
         # (tf.config.experimental.enable_tensor_float_32_execution, TF 2.21 API docs).
         tf.config.experimental.enable_tensor_float_32_execution(cfg.dist.tf32)
@@ -176,7 +183,11 @@ class TfTrainer(TrainerBase):
         self.steps += 1
         if self.fault is not None:
             self.fault.assign(float("inf") if self.steps in self.overflow_at else 1.0)
-        return float(self.step_fn(images, labels))  # waits for the step: an honest step time
+        loss = self.step_fn(images, labels)
+        return loss if self.on_gpu else float(loss)  # float() waits for the step
+
+    def step_clock(self):
+        return EpochMeanStepClock() if self.on_gpu else HostStepClock(self.synchronize)
 
     def loss_scaling(self) -> tuple[float, int] | None:
         if not isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):

@@ -18,6 +18,7 @@ import torch.distributed as torch_dist
 
 from common import cluster, devices
 from common.config import Config
+from torch_impl import nccl
 
 
 @dataclass(frozen=True)
@@ -57,20 +58,6 @@ def set_threads(spec: cluster.ClusterSpec) -> dict[str, int]:
     return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}
 
 
-# How a failed or timed-out NCCL collective must end: raised in Python, so that the run writes
-# its run_end with the cause. torch's default (TORCH_NCCL_ASYNC_ERROR_HANDLING=3) tears the
-# process down from the watchdog thread, and no `except` runs. Blocking wait makes `wait()`
-# raise on timeout in the calling thread, and takes precedence over async error handling
-# (pytorch PR 47926); 2 then only aborts the communicator, without killing the process
-# (docs: torch_nccl_environment_variables.html). A value the user exported wins.
-NCCL_ERROR_SETTINGS = {"TORCH_NCCL_BLOCKING_WAIT": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2"}
-
-
-def nccl_error_settings(environ: dict[str, str] | os._Environ) -> dict[str, str]:
-    """The NCCL error settings to add to `environ` (those it does not set yet)."""
-    return {name: value for name, value in NCCL_ERROR_SETTINGS.items() if name not in environ}
-
-
 def setup_distributed(cfg: Config, spec: cluster.ClusterSpec) -> DistInfo:
     """Take this rank's device and its share of the cores, join the process group."""
     device = pick_device(cfg, spec)
@@ -87,7 +74,7 @@ def setup_distributed(cfg: Config, spec: cluster.ClusterSpec) -> DistInfo:
         return DistInfo(spec, device, **described, backend=None)
     backend = torch_dist.get_default_backend_for_device(device)
     if backend == "nccl":  # read by ProcessGroupNCCL when init_process_group creates it
-        os.environ.update(nccl_error_settings(os.environ))
+        os.environ.update(nccl.error_settings(os.environ))
     # The rendezvous waits dist.startup_timeout_s for every rank to join; collectives after it
     # wait dist.timeout_s.
     try:

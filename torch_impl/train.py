@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from common import cluster, config_io, loop, precision
+from common.clocks import HostStepClock
 from common.config import Config
 from common.trainer import TrainerBase
 from torch_impl import checkpoint, dist, memory
@@ -34,6 +35,33 @@ TRAIN_CLOCK = (
     "device synchronized at both ends; excludes evaluation, checkpoints and metrics; "
     "epoch 1 includes warm-up"
 )
+
+
+class CudaEventStepClock:
+    """CUDA events recorded on the stream where each step begins and ends, read once at the
+    end of the epoch: no host wait per step (torch.cuda.Event(enable_timing=True),
+    Event.elapsed_time in milliseconds, valid once both events completed)."""
+
+    description = "step times: CUDA events around each step, read at the end of the epoch"
+
+    def __init__(self) -> None:
+        self.events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
+        self.start: torch.cuda.Event | None = None
+
+    def step_started(self) -> None:
+        self.start = torch.cuda.Event(enable_timing=True)
+        self.start.record()
+
+    def step_done(self) -> None:
+        end = torch.cuda.Event(enable_timing=True)
+        end.record()
+        self.events.append((self.start, end))
+
+    def step_times(self, epoch_time_s: float) -> list[float]:
+        torch.cuda.synchronize()
+        return [start.elapsed_time(end) / 1000 for start, end in self.events]
+
+
 PRECISION = {"none": "fp32", "bf16": "bf16", "fp16": "fp16"}
 HOW = {
     "single": "torch.autocast",
@@ -76,7 +104,6 @@ class TorchTrainer(TrainerBase):
 
     framework = "torch"
     framework_version = torch.__version__
-    train_clock = TRAIN_CLOCK
     dist, memory, checkpoint = dist, memory, checkpoint  # this side's modules, for TrainerBase
 
     def __init__(self, cfg: Config, info: dist.DistInfo):
@@ -84,6 +111,9 @@ class TorchTrainer(TrainerBase):
         self.strategy = cfg.torch.strategy
         self.precision = PRECISION[cfg.torch.mixed_precision]
         self.amp = Amp(cfg, self.strategy, info.device, info.rank)
+        self.on_cuda = info.device.type == "cuda"
+        clock = CudaEventStepClock if self.on_cuda else HostStepClock
+        self.train_clock = f"{TRAIN_CLOCK}; {clock.description}"
         self.tf32 = apply_tf32(cfg.dist.tf32)
 
     def numerics(self) -> dict:
@@ -109,6 +139,9 @@ class TorchTrainer(TrainerBase):
         self.model = parallelize(build_model(cfg.model, cfg.train.seed), cfg, info.device)
         self.optimizer = build_optimizer(cfg.optim, self.model.parameters())
         self.amp.watch(self.optimizer)
+
+    def step_clock(self):
+        return CudaEventStepClock() if self.on_cuda else HostStepClock(self.synchronize)
 
     def train_step(self, batch, lr: float) -> torch.Tensor:
         set_learning_rate(self.optimizer, lr)

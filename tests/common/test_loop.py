@@ -9,7 +9,7 @@ import signal
 import numpy as np
 import pytest
 
-from common import cluster, config_io, loop, metrics, precision
+from common import clocks, cluster, config_io, loop, metrics, precision
 from common.memory import MemoryUse
 from common.run import RunOptions
 from tests.schema_check import check_file
@@ -40,6 +40,9 @@ class NumpyTrainer:
 
     def threads(self):
         return {"intra_op": 1, "inter_op": 1}
+
+    def step_clock(self):
+        return clocks.HostStepClock()
 
     def replica_digest(self):
         return float(self.w.sum())
@@ -266,3 +269,35 @@ def test_progress_comes_from_the_driver_and_quiet_silences_it(tmp_path, capsys):
     assert out.count("| step ") == 12 and "epoch 3/3 | step 4/4 |" in out
     run(tmp_path, "quiet", None, RunOptions(progress=False))
     assert "| step " not in capsys.readouterr().out
+
+
+class GpuLikeTrainer(NumpyTrainer):
+    """A trainer whose steps return before the 'device' is done, as on a GPU: it hands the
+    driver a clock that does not wait per step, and counts the driver's waits."""
+
+    def __init__(self):
+        super().__init__()
+        self.waits = 0
+
+    def synchronize(self):
+        self.waits += 1
+
+    def step_clock(self):
+        return clocks.EpochMeanStepClock()
+
+
+def test_a_clock_without_per_step_waits_gives_the_epoch_mean_and_waits_per_epoch(tmp_path):
+    trainer = GpuLikeTrainer()
+    status, _, records = run(tmp_path, "gpu-like", trainer)
+    epochs = [r for r in records if r["record"] == "epoch"]
+    assert status == "success" and len(epochs) == 3
+    for epoch in epochs:  # every step took the mean: the percentiles are equal
+        mean = epoch["train_time_s"] / epoch["steps"]
+        assert epoch["step_time_p50_s"] == epoch["step_time_p90_s"] == pytest.approx(mean)
+    assert trainer.waits == 3 * 3  # each epoch's start, end and evaluation; none per step (4)
+    host = clocks.HostStepClock(trainer.synchronize)
+    before = trainer.waits
+    for _ in range(5):
+        host.step_started()
+        host.step_done()
+    assert trainer.waits - before == 5 and len(host.step_times(1.0)) == 5

@@ -121,11 +121,11 @@ def test_help_answers_before_the_framework_is_imported(side, framework):
 
 
 def test_nccl_errors_are_raised_in_python_unless_the_user_chose_otherwise():
-    from torch_impl.dist import nccl_error_settings
+    from torch_impl.nccl import error_settings
 
-    assert nccl_error_settings({}) == {
+    assert error_settings({}) == {
         "TORCH_NCCL_BLOCKING_WAIT": "1",
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": "2",
     }
     chosen = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
-    assert nccl_error_settings(chosen) == {"TORCH_NCCL_BLOCKING_WAIT": "1"}
+    assert error_settings(chosen) == {"TORCH_NCCL_BLOCKING_WAIT": "1"}

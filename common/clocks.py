@@ -1,0 +1,67 @@
+"""Step clocks: how the epoch driver times each step without changing what it times.
+
+On the CPU a step is done when `train_step` returns, so the host clock read after it is the
+step's time (`HostStepClock`). On a GPU, waiting for the device after every step would remove
+the overlap of the host's next launch with the device's work, which matters for MNIST-sized
+kernels. There a framework hands the driver a clock that does not wait: torch records CUDA
+events around each step and reads them once at the end of the epoch
+(`torch_impl.train.CudaEventStepClock`); TensorFlow keeps each step's loss on the device and
+reports the epoch's mean step time (`EpochMeanStepClock`). The epoch's own time is read after
+the device is synchronized in every case; the record's train_clock says which clock ran.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+
+class StepClock(Protocol):
+    def step_started(self) -> None:
+        """Called where a step begins: before its batch is fetched."""
+
+    def step_done(self) -> None:
+        """Called just after `train_step` returned (the device may still be working)."""
+
+    def step_times(self, epoch_time_s: float) -> list[float]:
+        """Seconds of every step of the epoch, once the device is synchronized."""
+
+
+class HostStepClock:
+    """The host's clock around each step, after `synchronize` (a no-op on the CPU)."""
+
+    description = "step times: host clock around each step, device synchronized after each"
+
+    def __init__(self, synchronize: Callable[[], None] = lambda: None):
+        self.synchronize = synchronize
+        self.times: list[float] = []
+        self.started = 0.0
+
+    def step_started(self) -> None:
+        self.started = time.perf_counter()
+
+    def step_done(self) -> None:
+        self.synchronize()
+        self.times.append(time.perf_counter() - self.started)
+
+    def step_times(self, epoch_time_s: float) -> list[float]:
+        return self.times
+
+
+class EpochMeanStepClock:
+    """No per-step wait: every step gets the epoch's mean (its spread is not measured)."""
+
+    description = "step times: the epoch's mean step time (no per-step device sync)"
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def step_started(self) -> None:
+        pass
+
+    def step_done(self) -> None:
+        self.steps += 1
+
+    def step_times(self, epoch_time_s: float) -> list[float]:
+        return [epoch_time_s / self.steps] * self.steps if self.steps else []
