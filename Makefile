@@ -4,7 +4,7 @@
 #   make setup CONSTRAINTS=my.txt    other pins (a cluster's own wheel versions)
 #   make setup FRAMEWORKS=system     use the torch/TensorFlow already installed (module load ...)
 #   make data                        fetch + verify MNIST into $(MNIST_DIR)
-#   make test | make demo | make lint
+#   make test | make demo | make preflight | make lint
 
 PYTHON      ?= python3
 VENV        ?= .venv
@@ -29,7 +29,7 @@ endif
 
 export MNIST_DIR
 
-.PHONY: setup data test test-common test-torch test-tf test-slurm demo lint clean
+.PHONY: setup data test test-common test-torch test-tf test-slurm demo preflight lint clean
 
 setup: $(STAMP)
 
@@ -76,6 +76,10 @@ demo: setup data
 	$(PY) -m tf_impl.train $(DEMO_RUN) --set output.run_name=tf-mwms-w1 2>&1 | $(TF_NOISE)
 	$(LAUNCH2) $(PY) -m tf_impl.train $(DEMO_RUN) --set output.run_name=tf-mwms-w2 2>&1 | $(TF_NOISE)
 	$(PY) compare.py $(DEMO_DIR) --out $(DEMO_DIR)/report --target 0.96
+
+# Check this machine before a sweep: both frameworks on 2 local ranks (common.preflight).
+preflight: setup data
+	$(PY) -m common.preflight --nproc 2 2>&1 | $(TF_NOISE)
 
 lint: setup
 	$(PY) -m ruff check .

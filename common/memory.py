@@ -24,13 +24,17 @@ class MemoryUse:
     grad_bytes: int
     optim_bytes: int
     """Optimizer state this rank holds (moments, momentum), not scalar step counters."""
+    reserved_peak_bytes: int | None = None
+    """The caching allocator's peak reservation on a GPU (torch.cuda.max_memory_reserved):
+    what the device had to give, above what tensors used; None where not measured."""
 
 
 def gather_memory(
     local: MemoryUse, *, rank: int, world_size: int, all_reduce_sum: collectives.AllReduceSum
 ) -> list[dict]:
     """Every rank's MemoryUse as the metrics' memory entries, in rank order (collective)."""
-    row = [getattr(local, name) for name in NUMBERS]
+    reserved = local.reserved_peak_bytes
+    row = [*(getattr(local, name) for name in NUMBERS), -1 if reserved is None else reserved]
     table = collectives.gather_rows(
         row, rank=rank, world_size=world_size, all_reduce_sum=all_reduce_sum
     )
@@ -38,7 +42,8 @@ def gather_memory(
         {
             "rank": index,
             "peak_counts": local.peak_counts,  # every rank measures the same kind of device
-            **{name: int(value) for name, value in zip(NUMBERS, values, strict=True)},
+            **{name: int(value) for name, value in zip(NUMBERS, values[:-1], strict=True)},
+            "reserved_peak_bytes": None if values[-1] < 0 else int(values[-1]),
         }
         for index, values in enumerate(table)
     ]

@@ -110,6 +110,8 @@ ADDED: dict[str, dict[str, tuple[type, ...]]] = {
     },
 }
 
+MEMORY_ADDED: dict[str, tuple[type, ...]] = {"reserved_peak_bytes": (int, type(None))}
+
 # One entry of an epoch record's "memory" list: one rank's peak and its exact state bytes.
 MEMORY_SCHEMA: dict[str, tuple[type, ...]] = {
     "rank": (int,),
@@ -180,6 +182,8 @@ def validate(record: Any, where: str = "record") -> None:
             if not isinstance(entry, dict):
                 raise MetricsError(f"{where}: field 'memory[{index}]' must be an object")
             _check_fields(entry, MEMORY_SCHEMA, f"{where} (epoch) memory[{index}]")
+            added = {name: t for name, t in MEMORY_ADDED.items() if name in entry}
+            _check_fields(entry, added, f"{where} (epoch) memory[{index}]")
 
 
 class MetricsWriter:

@@ -14,6 +14,7 @@ import json
 from common.metrics import (
     ADDED,
     CONFIG_SECTIONS,
+    MEMORY_ADDED,
     MEMORY_SCHEMA,
     NON_FINITE_ALLOWED,
     SCHEMA,
@@ -93,6 +94,8 @@ DESCRIPTIONS = {
     "param_bytes": "bytes of parameters the rank holds (a shard under FSDP)",
     "grad_bytes": "bytes of gradients the rank holds",
     "optim_bytes": "bytes of optimizer state the rank holds",
+    "reserved_peak_bytes": "peak bytes the GPU caching allocator reserved (torch on CUDA); "
+    "null where not measured (CPU, TensorFlow)",
 }
 
 
@@ -134,7 +137,9 @@ def json_schema() -> dict:
             **{kind: _record(kind, fields) for kind, fields in SCHEMA.items()},
             "memory_entry": {
                 "type": "object",
-                "properties": {name: _field(name, t) for name, t in MEMORY_SCHEMA.items()},
+                "properties": {
+                    name: _field(name, t) for name, t in {**MEMORY_SCHEMA, **MEMORY_ADDED}.items()
+                },
                 "required": list(MEMORY_SCHEMA),
             },
         },

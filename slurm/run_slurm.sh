@@ -3,6 +3,7 @@
 #
 #   sbatch [sbatch options] slurm/run_slurm.sh torch|tf|torchrun CONFIG [--set key=value ...]
 #   srun [srun options] slurm/run_slurm.sh torch|tf CONFIG [--set key=value ...]
+#   sbatch [sbatch options] slurm/run_slurm.sh preflight [common.preflight options]
 #
 # Under sbatch (or salloc) the script launches the training step itself (srun below). Started
 # by srun it is already a task of a step: each task becomes one rank (common.cluster reads
@@ -12,6 +13,9 @@
 #   tf        srun, one task per GPU (or per CPU slot): python -m tf_impl.train (one MWMS worker)
 #   torchrun  srun, one task per node, each a torchrun agent (c10d rendezvous on the first node)
 #             starting SUITE_NPROC_PER_NODE ranks (default: the node's GPUs, else 1)
+#   preflight the cluster check of `python -m common.preflight` (versions, devices, threads,
+#             all-reduce bandwidth, 20 steps of every strategy and precision), as srun steps of
+#             this job's layout; exits 1 naming the first failed check
 #
 # Addresses and ports come from the job (first node, port range from the job id), never from
 # this file. Cluster specifics (modules, NCCL/InfiniBand settings, container hooks) go in a
@@ -32,20 +36,24 @@ PREEMPTED_EXIT=75
 die() { echo "error: $*" >&2; exit 2; }
 usage="usage: sbatch [options] slurm/run_slurm.sh torch|tf|torchrun CONFIG [--set key=value ...]"
 
+[[ $# -ge 1 ]] || die "$usage"
+framework=$1
+if [[ $framework == preflight ]]; then shift; set -- preflight none "$@"; fi
 [[ $# -ge 2 ]] || die "$usage"
-framework=$1 config=$2
+config=$2
 shift 2
 case $framework in
   torch) module=torch_impl.train ;;
   tf) module=tf_impl.train ;;
   torchrun) module=torch_impl.train ;;
+  preflight) module=common.preflight ;;
   *) die "unknown framework '$framework' (torch, tf or torchrun). $usage" ;;
 esac
 [[ -n ${SLURM_JOB_ID:-} ]] || die "not inside a SLURM job: submit it with sbatch. $usage"
 
 root=${SUITE_ROOT:-${SLURM_SUBMIT_DIR:-$PWD}}
 cd "$root" || die "cannot enter the suite's folder $root (set SUITE_ROOT)"
-[[ -f $config ]] || die "config '$config' not found in $root"
+[[ $framework == preflight || -f $config ]] || die "config '$config' not found in $root"
 
 if [[ -n ${SUITE_PROFILE:-} ]]; then
   profile=$SUITE_PROFILE
@@ -71,12 +79,17 @@ args=(--config "$config" --set "output.dir=${SUITE_RESULTS:-results}" --set "out
 if [[ -n ${SLURM_CPUS_PER_TASK:-} ]]; then export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK; fi
 if [[ -n ${SLURM_STEP_ID:-} ]]; then  # a task of an srun step: become its rank
   [[ $framework != torchrun ]] || die "the torchrun variant starts one agent per node itself: submit it with sbatch"
+  [[ $framework != preflight ]] || die "the preflight launches its own steps: submit it with sbatch"
   if [[ ${SLURM_PROCID:-0} == 0 ]]; then
     echo "[$(date -u +%FT%TZ)] job $SLURM_JOB_ID step $SLURM_STEP_ID, ${SLURM_STEP_NUM_TASKS:-1} task(s) on ${SLURM_STEP_NODELIST:-?}: $framework $config $*"
   fi
   exec bash slurm/task.sh "${python[@]}" -m "$module" "${args[@]}"
 fi
 echo "[$(date -u +%FT%TZ)] job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0}) on $SLURM_JOB_NODELIST: $framework $config $*"
+if [[ $framework == preflight ]]; then
+  gpu=(); if (( ${SLURM_GPUS_ON_NODE:-0} > 0 )); then gpu=(--device gpu); fi
+  exec "${python[@]}" -m common.preflight --launcher slurm "${gpu[@]}" "$@"
+fi
 
 if [[ $framework == torchrun ]]; then
   endpoint=$("${python[@]}" -m common.cluster rendezvous-endpoint) || exit 2

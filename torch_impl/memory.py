@@ -47,4 +47,10 @@ def peak(device: torch.device) -> tuple[int, str]:
 
 def memory_use(device: torch.device, model: nn.Module, optimizer) -> MemoryUse:
     peak_bytes, counts = peak(device)
-    return MemoryUse(peak_bytes=peak_bytes, peak_counts=counts, **state_bytes(model, optimizer))
+    reserved = torch.cuda.max_memory_reserved(device) if device.type == "cuda" else None
+    return MemoryUse(
+        peak_bytes=peak_bytes,
+        peak_counts=counts,
+        reserved_peak_bytes=reserved,
+        **state_bytes(model, optimizer),
+    )

@@ -322,3 +322,16 @@ def test_the_torchrun_variant_refuses_srun_with_a_reason(cluster, tmp_path):
         command, cwd=REPO, env=slurm_env(tmp_path), capture_output=True, text=True, timeout=120
     )
     assert done.returncode != 0 and "submit it with sbatch" in done.stderr
+
+
+def test_the_preflight_runs_as_a_job_on_the_cluster(cluster, tmp_path):
+    """sbatch of the preflight: every check as srun steps of the job's own layout."""
+    env = slurm_env(tmp_path)
+    options = [*layout(cluster), "--job-name=p", f"--output={tmp_path}/%x-%j.out"]
+    job = submit(options, ["preflight"], env)
+    state, log = wait_for(job, env, timeout_s=600), (tmp_path / f"p-{job}.out").read_text()
+    assert state == "COMPLETED" and "preflight passed" in log, log
+    nodes = ["n1", "n1"] if cluster == 1 else ["n1", "n2"]
+    for rank, node in enumerate(nodes):
+        assert f"rank {rank:<5} {node}: cpu:cpu" in log
+    assert log.count("67,108,864") == 2 and "torch-fsdp1-bf16" in log

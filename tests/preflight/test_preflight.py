@@ -1,0 +1,47 @@
+"""The preflight for real: both frameworks on 1 and 2 local ranks (the 2-node SLURM run is in
+tests/slurm), and a failing check that names itself."""
+
+import subprocess
+import sys
+
+import pytest
+
+from common import preflight
+
+
+def run_preflight(*args):
+    command = [sys.executable, "-m", "common.preflight", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_the_preflight_checks_both_frameworks(nproc):
+    done = run_preflight("--nproc", str(nproc))
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert out.rstrip().endswith("preflight passed")
+    assert f"torch: {nproc} rank(s)" in out and f"tf: {nproc} rank(s)" in out
+    assert out.count("intra-op") == 2 * nproc  # every rank of both frameworks reported
+    assert "tf32       matmul ieee, conv ieee" in out
+    assert "tf32       tensor_float_32_execution False" in out
+    strategies = ["single"] if nproc == 1 else ["ddp", "fsdp2", "fsdp1"]
+    for run in [f"torch-{s}-{p}" for s in strategies for p in ("none", "bf16")]:
+        assert f"{run} " in out and "ok," in out.split(f"{run} ", 1)[1].splitlines()[0]
+    assert "tf-mwms-none" in out and "tf-mwms-bf16" in out
+    rows = out.count("67,108,864")  # the largest all-reduce, once per framework
+    assert rows == (2 if nproc == 2 else 0)
+
+
+def test_a_failed_check_is_named_and_fails_the_preflight():
+    done = run_preflight("--nproc", "1", "--device", "gpu", "--frameworks", "torch")
+    assert done.returncode == 1
+    assert "preflight FAILED: torch probe (exit 2)" in done.stderr
+    assert "dist.device=gpu but torch sees no GPU" in done.stderr
+
+
+def test_bus_bandwidth_is_computed_as_nccl_tests_does():
+    row = preflight.bandwidth_row(2**20, 1e-3, world_size=4)
+    assert row["algbw_gbps"] == pytest.approx(2**20 / 1e-3 / 1e9)
+    assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 2 * 3 / 4)
+    sizes = [size for size, _ in preflight.sizes_and_iterations()]
+    assert sizes[0] == 8 and sizes[-1] == 64 * 2**20 and sizes == sorted(sizes)

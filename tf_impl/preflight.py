@@ -1,0 +1,115 @@
+"""The preflight's TensorFlow probe: one worker of `python -m common.preflight` (see there).
+
+    python -m common.launch --nproc 2 -- python -m tf_impl.preflight [--device auto]
+
+Every worker builds MultiWorkerMirroredStrategy as a training run would (same device and
+thread decisions); the chief prints one line `PREFLIGHT {json}`: versions, what every worker
+sees, the TF32 setting, the precisions this hardware runs, and all-reduce bandwidth over sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import keras
+import tensorflow as tf
+
+from common import cluster, collectives, config_io, preflight
+from tf_impl import dist
+
+
+def precisions(device_type: str) -> list[str]:
+    """bf16 on the CPU and on GPUs from compute capability 8.0 (Ampere) on; fp16 on GPUs."""
+    if device_type != "gpu":
+        return ["none", "bf16"]
+    gpu = tf.config.get_visible_devices("GPU")[0]
+    capability = tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0))
+    return ["none", "bf16", "fp16"] if tuple(capability) >= (8, 0) else ["none", "fp16"]
+
+
+def all_reduce_seconds(size_bytes: int, iterations: int, info: dist.DistInfo) -> float:
+    """Mean seconds of one float32 sum over the workers of `size_bytes`, after 2 warm-ups;
+    each sum takes the last one's result, so they run one after another."""
+
+    @tf.function
+    def reduce_once(value):
+        def replica_fn(local):
+            context = tf.distribute.get_replica_context()
+            return context.all_reduce("sum", tf.identity(local)) / float(info.world_size)
+
+        return info.strategy.run(replica_fn, args=(value,))
+
+    value = tf.ones([max(1, size_bytes // 4)], tf.float32)
+    for _ in range(2):
+        value = info.strategy.experimental_local_results(reduce_once(value))[0]
+    float(value[0])
+    dist.barrier(info)
+    start = time.perf_counter()
+    for _ in range(iterations):
+        value = info.strategy.experimental_local_results(reduce_once(value))[0]
+    float(value[0])  # waits for the last sum
+    return (time.perf_counter() - start) / iterations
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tf_impl.preflight", description=__doc__)
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
+    parser.add_argument("--tf32", action="store_true", help="dist.tf32=true")
+    args = parser.parse_args(argv)
+    overrides = [f"dist.device={args.device}", f"dist.tf32={str(args.tf32).lower()}"]
+    try:
+        cfg = config_io.load_config(None, overrides)
+        spec = cluster.from_environment()
+        info = dist.setup_distributed(cfg, spec)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    tf.config.experimental.enable_tensor_float_32_execution(cfg.dist.tf32)
+    versions = {"tensorflow": tf.__version__, "keras": keras.__version__}
+    if info.device_type == "gpu":
+        build = tf.sysconfig.get_build_info()
+        versions["cuda"] = str(build.get("cuda_version", ""))
+        versions["cudnn"] = str(build.get("cudnn_version", ""))
+    seen = {
+        "node": spec.node,
+        "device": f"{info.device_type}:{info.device_name}",
+        "visible_gpus": len(tf.config.list_physical_devices("GPU")),
+        "threads": info.threads,
+    }
+    exchange = {
+        "rank": info.rank,
+        "world_size": info.world_size,
+        "all_reduce_sum": lambda values: dist.all_reduce_sum(values, info),
+    }
+    ranks = [json.loads(text) for text in collectives.gather_texts(json.dumps(seen), **exchange)]
+    bandwidth = []
+    if info.distributed:
+        for size, iterations in preflight.sizes_and_iterations():
+            seconds = all_reduce_seconds(size, iterations, info)
+            bandwidth.append(preflight.bandwidth_row(size, seconds, info.world_size))
+    found = {
+        "framework": "tf",
+        "backend": cfg.tf.communication,
+        "world_size": info.world_size,
+        "versions": versions,
+        "ranks": ranks,
+        "tf32": {
+            "tensor_float_32_execution": tf.config.experimental.tensor_float_32_execution_enabled()
+        },
+        "precisions": precisions(info.device_type),
+        "strategies": ["mwms"],
+        "all_reduce": bandwidth,
+    }
+    if info.is_chief:
+        print(preflight.MARK + json.dumps(found), flush=True)
+    dist.leave_together(info, cfg.dist.timeout_s)
+    sys.stdout.flush()
+    os._exit(0)  # as tf_impl.train: the strategy's teardown stalls for tens of seconds
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
