@@ -168,6 +168,7 @@ def test_a_whole_run_writes_every_record(tmp_path):
             "param_bytes": 64,
             "grad_bytes": 64,
             "optim_bytes": 0,
+            "reserved_peak_bytes": None,  # no caching allocator measured
         }
     ]
 
