@@ -20,6 +20,9 @@ LOSS_SCALE_INIT = 2.0**15
 LOSS_SCALE_GROWTH_INTERVAL = 2000
 
 LOW = {"none": "fp32", "bf16": "bf16", "fp16": "fp16"}
+# Replica digests are integer sums of the weights' bit patterns, taken modulo 2**52 so that
+# they travel exactly through a float64 all-reduce (common.collectives).
+DIGEST_MODULUS = 2**52
 
 # "<rank>:<step>[,<rank>:<step>...]": that rank's gradients become infinite at the step-th
 # step its process takes (from 1), as an fp16 overflow would make them. For tests on the CPU,
@@ -73,8 +76,10 @@ def gather_replica_state(
     all_reduce_sum: AllReduceSum,
 ) -> dict:
     """Collective. The epoch record's view of the replicas: whether every rank holds the same
-    weights (`digest`: a float64 sum of the rank's weights; None where ranks hold shards), and
-    every rank's loss scale and skipped steps (`scaling`; None without loss scaling)."""
+    weights (`digest`, see Trainer.replica_digest; None where ranks hold shards), and
+    every rank's loss scale and skipped steps (`scaling`; None without loss scaling). A digest
+    is an exact integer below DIGEST_MODULUS: a float sum of the weights would depend on its
+    reduction order, and so on the rank's thread count."""
     scale, skipped = scaling if scaling is not None else (0.0, 0)
     row = [digest or 0.0, digest is not None, scale, skipped, scaling is not None]
     table = gather_rows(row, rank=rank, world_size=world_size, all_reduce_sum=all_reduce_sum)

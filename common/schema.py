@@ -49,8 +49,8 @@ DESCRIPTIONS = {
     "optimizer_state_dtype, loss_scaling, tf32 (asked) and tf32_effective (on a GPU), how",
     "threads": "the chief's intra_op and inter_op thread counts (the same rule on both sides: "
     "the rank's share of its cores, common.devices)",
-    "replicas_in_sync": "every rank holds the same weights after the epoch (float64 sums of the "
-    "weights equal); null where ranks hold shards (FSDP)",
+    "replicas_in_sync": "every rank holds the same weights after the epoch (integer sums of the "
+    "weights' bit patterns equal); null where ranks hold shards (FSDP)",
     "loss_scale": "every rank's fp16 loss scale after the epoch; null without loss scaling",
     "skipped_steps": "every rank's optimizer steps skipped on overflow in the epoch; null "
     "without loss scaling",

@@ -84,8 +84,9 @@ class Trainer(Protocol):
         scaling."""
 
     def replica_digest(self) -> float | None:
-        """A float64 sum of this rank's weights, equal on every rank of a replicated strategy;
-        None where the ranks hold shards."""
+        """The integer sum of the bit patterns of this rank's fp32 weights, modulo
+        `common.precision.DIGEST_MODULUS`: equal on every rank of a replicated strategy exactly
+        when their weights are (barring a collision); None where the ranks hold shards."""
 
     def reset_peak_memory(self) -> None: ...
 

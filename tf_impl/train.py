@@ -198,9 +198,11 @@ class TfTrainer(TrainerBase):
         return float(self.optimizer.dynamic_scale.numpy()), new
 
     def replica_digest(self) -> float | None:
-        return float(
-            sum(np.sum(v.numpy(), dtype=np.float64) for v in self.model.trainable_variables)
-        )
+        total = 0  # integer sums of the bit patterns: exact, in any order
+        for variable in self.model.trainable_variables:
+            bits = tf.bitcast(tf.cast(variable, tf.float32), tf.int32)
+            total += int(tf.reduce_sum(tf.cast(bits, tf.int64)))
+        return float(total % precision.DIGEST_MODULUS)
 
     def evaluate(self) -> tuple[float, float]:
         return evaluate(self.eval_step, self.data, self.info)

@@ -159,9 +159,12 @@ class TorchTrainer(TrainerBase):
     def replica_digest(self) -> float | None:
         if self.strategy in ("fsdp1", "fsdp2"):  # each rank holds its own shard
             return None
-        with torch.no_grad():
-            total = sum(p.detach().double().sum() for p in self.model.parameters())
-        return float(total)
+        with torch.no_grad():  # integer sums of the bit patterns: exact, in any order
+            total = sum(
+                int(p.detach().float().view(torch.int32).sum(dtype=torch.int64))
+                for p in self.model.parameters()
+            )
+        return float(total % precision.DIGEST_MODULUS)
 
     def save_checkpoint(self, folder: Path) -> None:
         super().save_checkpoint(folder)
