@@ -55,6 +55,9 @@ class ClusterSpec:
     tf_ports: tuple[int, ...] = ()  # TensorFlow port of every rank, in rank order
     stop_reason_file: str = ""  # where common.launch says why it stopped the ranks
     cpus_per_task: int = 0  # SLURM_CPUS_PER_TASK: cores of this task (0: not said)
+    slurm_job_id: str = ""  # SLURM_JOB_ID when inside a SLURM job (srun tasks, torchrun in a job)
+    cluster_name: str = ""  # SLURM_CLUSTER_NAME: job ids are only unique within one cluster
+    restart_count: int = 0  # SLURM_RESTART_COUNT: how often SLURM requeued this job
     gpus_bound_per_task: bool = False  # SLURM (--gpus-per-task) or slurm/task.sh bound a GPU
 
     @property
@@ -203,7 +206,18 @@ def _from_torchrun(env: Mapping[str, str]) -> ClusterSpec:
         tf_ports=ports,
         stop_reason_file=env.get(STOP_REASON_VARIABLE, ""),
         cpus_per_task=_cpus_per_task(env),  # torchrun under srun: the cores of the agent's task
+        **_slurm_job(env),
     )
+
+
+def _slurm_job(env: Mapping[str, str]) -> dict:
+    """Which SLURM job (and which start of it) this process belongs to, if any."""
+    restarts = env.get("SLURM_RESTART_COUNT") or "0"
+    return {
+        "slurm_job_id": env.get("SLURM_JOB_ID", ""),
+        "cluster_name": env.get("SLURM_CLUSTER_NAME", ""),
+        "restart_count": int(restarts) if restarts.isdigit() else 0,
+    }
 
 
 def _cpus_per_task(env: Mapping[str, str]) -> int:
@@ -273,6 +287,7 @@ def _from_slurm(env: Mapping[str, str]) -> ClusterSpec:
         launch_id=f"job{job_id}",
         tf_ports=tuple(base + 1 + index for index in local_index),
         cpus_per_task=_cpus_per_task(env),
+        **_slurm_job(env),
         gpus_bound_per_task=bool(env.get("SLURM_GPUS_PER_TASK")) or env.get(TASK_GPU_BOUND) == "1",
     )
 

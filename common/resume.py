@@ -7,10 +7,16 @@ same framework, strategy, world size and config, except for the keys in MAY_CHAN
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from common import checkpoints
+from common.cluster import ClusterSpec, unique_stamp
 from common.run import RunOptions
+
+# Written into a run folder when it is created: which launch made it. A SLURM job may only go
+# on with a folder its own earlier start made (`is_own_folder`).
+LAUNCH_FILE = "launch.json"
 
 # What may differ between the launches of one run: how long it trains, how it is launched and
 # timed out, where it writes, how often it records. Anything else would make the resumed run
@@ -83,26 +89,69 @@ def conflicts(saved: dict, current: dict) -> list[str]:
     return found
 
 
-def prepare_folder(run_dir: Path, options: RunOptions) -> None:
-    """Create the run folder: exclusively for a new run (mkdir is atomic, so of two launches
-    racing for one name only one gets it), or reuse it for --resume/--auto-resume."""
-    going_on = options.resume or options.auto_resume
-    if options.resume and not run_dir.is_dir():
-        raise RunRefused(f"--resume: there is no run folder {run_dir} to go on with")
+def launch_identity(spec: ClusterSpec) -> dict:
+    """What `LAUNCH_FILE` records of the launch that creates a run folder."""
+    return {"slurm_job_id": spec.slurm_job_id, "cluster": spec.cluster_name}
+
+
+def is_own_folder(run_dir: Path, spec: ClusterSpec) -> bool:
+    """Whether this SLURM job made `run_dir` in an earlier start: the same job id on the same
+    cluster, and this start is a requeue (SLURM_RESTART_COUNT > 0). Job ids restart when a
+    cluster's state is wiped and repeat across clusters that share a file system, so a first
+    start that finds its folder taken has found another job's run."""
+    try:
+        saved = json.loads((run_dir / LAUNCH_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return spec.restart_count > 0 and saved == launch_identity(spec)
+
+
+def _create(run_dir: Path, spec: ClusterSpec, *, exist_ok: bool) -> None:
+    """mkdir `run_dir` (FileExistsError unless `exist_ok`); a folder made here gets LAUNCH_FILE."""
     try:
         run_dir.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:  # a file in the way, a read-only or full file system
         raise RunRefused(f"cannot create the run folder {run_dir}: {error}") from None
     try:
-        run_dir.mkdir(exist_ok=going_on)
+        run_dir.mkdir()
+    except FileExistsError:
+        if exist_ok:
+            return
+        raise
+    except OSError as error:
+        raise RunRefused(f"cannot create the run folder {run_dir}: {error}") from None
+    launch = json.dumps(launch_identity(spec)) + "\n"
+    (run_dir / LAUNCH_FILE).write_text(launch, encoding="utf-8")
+
+
+def prepare_folder(run_dir: Path, options: RunOptions, spec: ClusterSpec, warn) -> str:
+    """Create the run folder and return its name: exclusively for a new run (mkdir is atomic,
+    so of two launches racing for one name only one gets it), or reuse it for --resume, and for
+    --auto-resume when it is this launch's own run. A SLURM job's --auto-resume that finds
+    another job's folder under its name starts afresh in a new, unique folder and says so."""
+    going_on = options.resume or options.auto_resume
+    if options.resume and not run_dir.is_dir():
+        raise RunRefused(f"--resume: there is no run folder {run_dir} to go on with")
+    in_job = bool(spec.slurm_job_id)
+    if options.auto_resume and in_job and run_dir.is_dir() and not is_own_folder(run_dir, spec):
+        fresh = run_dir.with_name(f"{run_dir.name}-{unique_stamp()}")
+        warn(
+            f"{run_dir} holds another run than this job's (job {spec.slurm_job_id}, "
+            f"{'restart ' + str(spec.restart_count) if spec.restart_count else 'first start'}"
+            f"{' on cluster ' + spec.cluster_name if spec.cluster_name else ''}); "
+            f"not resuming it: this run starts afresh in {fresh}"
+        )
+        _create(fresh, spec, exist_ok=False)
+        return fresh.name
+    try:
+        _create(run_dir, spec, exist_ok=going_on)
     except FileExistsError:
         raise RunRefused(
             f"{run_dir} already exists and holds another run; nothing was written. Choose "
             "another output.run_name (or leave it empty for a new unique name), or pass "
             f"{RESUME_HINT} to go on with that run"
         ) from None
-    except OSError as error:
-        raise RunRefused(f"cannot create the run folder {run_dir}: {error}") from None
+    return run_dir.name
 
 
 def choose_checkpoint(run_dir: Path, options: RunOptions, current: dict, warn) -> dict:

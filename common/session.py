@@ -92,6 +92,8 @@ def start_run(cfg: Config, trainer: Trainer, options: RunOptions) -> Run:
     spec = trainer.spec
     proposed = run.run_name(cfg, trainer.framework, trainer.strategy, spec)
     name = collectives.broadcast_text(proposed, **exchange(trainer))
+    claimed = Path(cfg.output.dir) / name
+    name = on_chief(trainer, lambda: resume.prepare_folder(claimed, options, spec, _warn))
     run_dir = Path(cfg.output.dir) / name
     identity = resume.identity(
         framework=trainer.framework,
@@ -99,7 +101,6 @@ def start_run(cfg: Config, trainer: Trainer, options: RunOptions) -> Run:
         world_size=spec.world_size,
         config=to_dict(cfg),
     )
-    on_chief(trainer, lambda: resume.prepare_folder(run_dir, options))
     chosen = on_chief(trainer, lambda: resume.choose_checkpoint(run_dir, options, identity, _warn))[
         "folder"
     ]

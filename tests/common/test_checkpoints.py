@@ -5,8 +5,25 @@ import json
 
 import pytest
 
-from common import checkpoints, config_io, resume
+from common import checkpoints, cluster, config_io, resume
 from common.run import RunOptions
+
+SPEC = cluster.from_environment({})  # one local process, no SLURM job
+
+
+def job(job_id="5", restarts=0, cluster_name="alpha"):
+    """What a task of SLURM job `job_id` sees (start number `restarts`)."""
+    env = {
+        "SLURM_PROCID": "0",
+        "SLURM_LOCALID": "0",
+        "SLURM_STEP_NUM_TASKS": "1",
+        "SLURM_STEP_NODELIST": "n1",
+        "SLURM_STEP_TASKS_PER_NODE": "1",
+        "SLURM_JOB_ID": job_id,
+        "SLURM_RESTART_COUNT": str(restarts),
+        "SLURM_CLUSTER_NAME": cluster_name,
+    }
+    return cluster.from_environment(env)
 
 
 def make_checkpoint(run_dir, epoch, payload=b"weights"):
@@ -104,14 +121,16 @@ def test_a_resume_may_change_only_the_listed_keys():
 
 def test_a_new_run_never_takes_an_existing_folder(tmp_path):
     run_dir = tmp_path / "results" / "s"
-    resume.prepare_folder(run_dir, RunOptions())
+    resume.prepare_folder(run_dir, RunOptions(), SPEC, print)
     assert run_dir.is_dir()
     with pytest.raises(resume.RunRefused, match="already exists and holds another run") as caught:
-        resume.prepare_folder(run_dir, RunOptions())
+        resume.prepare_folder(run_dir, RunOptions(), SPEC, print)
     assert str(run_dir) in str(caught.value) and "--resume / --auto-resume" in str(caught.value)
-    resume.prepare_folder(run_dir, RunOptions(auto_resume=True))  # going on with it: fine
+    resume.prepare_folder(
+        run_dir, RunOptions(auto_resume=True), SPEC, print
+    )  # going on with it: fine
     with pytest.raises(resume.RunRefused, match="there is no run folder"):
-        resume.prepare_folder(tmp_path / "never", RunOptions(resume=True))
+        resume.prepare_folder(tmp_path / "never", RunOptions(resume=True), SPEC, print)
 
 
 def test_a_checkpoint_of_another_run_is_refused_and_what_may_change_is_said(tmp_path):
@@ -128,3 +147,23 @@ def test_a_checkpoint_of_another_run_is_refused_and_what_may_change_is_said(tmp_
         resume.choose_checkpoint(
             tmp_path, RunOptions(auto_resume=True), identity("optim.lr=0.05"), print
         )
+
+
+def test_a_job_goes_on_only_with_the_folder_its_own_earlier_start_made(tmp_path):
+    run_dir, warnings = tmp_path / "t-5", []
+    auto = RunOptions(auto_resume=True)
+    assert resume.prepare_folder(run_dir, auto, job(), warnings.append) == "t-5"  # first start
+    make_checkpoint(run_dir, 2)
+    assert resume.prepare_folder(run_dir, auto, job(restarts=1), warnings.append) == "t-5"
+    assert warnings == []
+    # job 5 again after the cluster's state was wiped (a first start), or job 5 of another
+    # cluster on the same file system: a fresh folder, and the old run is left alone
+    for other in (job(), job(restarts=1, cluster_name="beta")):
+        name = resume.prepare_folder(run_dir, auto, other, warnings.append)
+        assert name.startswith("t-5-") and (tmp_path / name).is_dir()
+        assert f"{run_dir} holds another run than this job's" in warnings[-1]
+        assert f"starts afresh in {tmp_path / name}" in warnings[-1]
+    assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoints", "launch.json"]
+    # a folder from before launch.json existed is not known to be this job's either
+    (run_dir / "launch.json").unlink()
+    assert resume.prepare_folder(run_dir, auto, job(restarts=1), warnings.append) != "t-5"
