@@ -72,6 +72,19 @@ class Run:
         return f"{self.start['framework']} {self.start['strategy']} x{self.start['world_size']}"
 
     @property
+    def layout(self) -> str:
+        """nodes x ranks per node and the launcher, e.g. "2x1 slurm": runs of other layouts
+        are other measurements (a network between the ranks, or none)."""
+        hosts, world = self.start["hosts"], self.start["world_size"]
+        per_node = [hosts.count(host) for host in dict.fromkeys(hosts)] if hosts else [world]
+        shape = (
+            f"{len(per_node)}x{per_node[0]}"
+            if len(set(per_node)) == 1
+            else "+".join(map(str, per_node))
+        )
+        return f"{shape} {self.start['launcher']}"
+
+    @property
     def identity(self) -> tuple[str, str]:
         """(run_id, time of its first start): the same for copies of one run's file."""
         return self.start["run_id"], self.start["time"]
@@ -200,20 +213,25 @@ def interval(values: list[float]) -> tuple[float | None, float | None, float | N
 
 
 def rows_for(runs: list[Run], target: float | None = None) -> list[dict]:
-    """One row per framework x strategy x world size (1-worker baseline first within each
-    framework); repeats are folded into medians. `target`: the accuracy for `target_s`."""
+    """One row per framework x strategy x world size x layout (1-worker baseline first within
+    each framework); repeats are folded into medians. `target`: the accuracy for `target_s`.
+    Where one framework x strategy x world ran in several layouts, the strategy names it."""
     cells: dict[tuple, list[Run]] = {}
     for run in runs:
         start = run.start
         strategy = start["strategy"] + (f" ({run.row_variant()})" if run.row_variant() else "")
-        cell = (start["framework"], strategy, start["world_size"])
+        cell = (start["framework"], strategy, start["world_size"], run.layout)
         cells.setdefault(cell, []).append(run)
+    shared = {cell[:3] for cell in cells if sum(other[:3] == cell[:3] for other in cells) > 1}
     rows = []
-    for (framework, strategy, world), members in sorted(
-        cells.items(), key=lambda item: (item[0][0], item[0][2], item[0][1])
+    for (framework, strategy, world, layout), members in sorted(
+        cells.items(), key=lambda item: (item[0][0], item[0][2], item[0][1], item[0][3])
     ):
         summaries = [run.summary(target) for run in members]
+        if (framework, strategy, world) in shared:
+            strategy = f"{strategy} [{layout}]"
         row = {"framework": framework, "strategy": strategy, "world": world, "runs": len(members)}
+        row["layout"] = layout
         row["folders"] = [str(Path(run.path).parent) for run in members]
         for name in ("epoch_s", "samples_s"):
             middle, low, high, used = interval([s[name] for s in summaries])
@@ -246,6 +264,7 @@ COLUMNS = [  # key, header, digits
     ("framework", "framework", 0),
     ("strategy", "strategy", 0),
     ("world", "workers", 0),
+    ("layout", "layout", 0),
     ("runs", "runs", 0),
     ("epoch_s", "epoch s", 3),
     ("samples_s", "samples/s", 0),
@@ -315,6 +334,8 @@ def footnotes(rows: list[dict], target: float | None = None) -> list[str]:
         "scaling eff % = samples/s / (workers x samples/s of the same framework's 1-worker "
         "run): strong scaling with a global batch, weak scaling with a per-rank batch",
         "state MiB/rank = parameters + gradients + optimizer state held by one rank (exact bytes)",
+        "layout = nodes x ranks per node, and the launcher; runs of different layouts are "
+        "separate rows",
         f"to target s = run time (epoch loop) when val accuracy first reached {target:.2%}"
         if target is not None
         else "to target s = run time when val accuracy first reached train.target_accuracy",

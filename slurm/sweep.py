@@ -2,10 +2,15 @@
 
     python slurm/sweep.py --config configs/mlp_adam.yaml [--frameworks torch,tf]
         [--strategies ddp,fsdp2] [--tasks 1,2,4,8] [--repeats 1] [--tasks-per-node N]
-        [--gpus-per-task 1] [--dry-run] [--wait] [--set k=v ...] [-- extra sbatch options]
+        [--gpus-per-task 1] [--nodes N] [--exclusive] [--parallel] [--dry-run] [--wait]
+        [--set k=v ...] [-- extra sbatch options]
 
 Every cell (framework x strategy x task count x repeat) is one `sbatch slurm/run_slurm.sh`
-job; strategies apply to torch, TensorFlow has one (mwms). With --dry-run the commands are
+job; strategies apply to torch, TensorFlow has one (mwms). The jobs run one after another
+(each depends on the one before, `--dependency=afterany`), so that no two cells share cores
+or links and skew each other's figures; --parallel lets SLURM run them together, and
+--exclusive gives each job whole nodes. --nodes spreads every cell over N nodes (its tasks
+must divide evenly); the layout is part of what compare.py compares. With --dry-run the commands are
 printed and nothing is submitted. The manifest, `<results>/sweeps/<sweep>.json`, lists every
 cell with its job id and result folder, so `compare.py <manifest>` finds every run of the
 sweep, finished or failed (a cell whose folder has no metrics is reported as missing).
@@ -57,7 +62,8 @@ def cells(args) -> list[dict]:
     return matrix
 
 
-def sbatch_command(args, sweep: str, cell: dict) -> list[str]:
+def sbatch_command(args, sweep: str, cell: dict, after: str = "") -> list[str]:
+    """The sbatch command of one cell; `after`: the job it waits for (sequential sweeps)."""
     name = f"{sweep}-{cell['framework']}-{cell['strategy']}-n{cell['tasks']}-r{cell['repeat']}"
     command = [
         "sbatch",
@@ -66,7 +72,13 @@ def sbatch_command(args, sweep: str, cell: dict) -> list[str]:
         f"--ntasks={cell['tasks']}",
         f"--output={args.results}/sweeps/{sweep}/%x-%j.out",
     ]
-    if args.tasks_per_node:
+    if after:
+        command.append(f"--dependency=afterany:{after}")
+    if args.exclusive:
+        command.append("--exclusive")
+    if args.nodes:
+        command += [f"--nodes={args.nodes}", f"--ntasks-per-node={cell['tasks'] // args.nodes}"]
+    elif args.tasks_per_node:
         command.append(f"--ntasks-per-node={min(args.tasks_per_node, cell['tasks'])}")
     if args.gpus_per_task:
         command.append(f"--gpus-per-task={args.gpus_per_task}")
@@ -107,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--tasks-per-node", type=int, default=0)
     parser.add_argument("--gpus-per-task", type=int, default=0)
+    parser.add_argument("--nodes", type=int, default=0, help="nodes per cell (tasks split evenly)")
+    parser.add_argument("--exclusive", action="store_true", help="whole nodes for every job")
+    parser.add_argument("--parallel", action="store_true", help="let the jobs run at the same time")
     parser.add_argument("--results", default="results")
     parser.add_argument("--name", default="", help="sweep name (default: sweep-<time>)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
@@ -121,16 +136,22 @@ def main(argv: list[str] | None = None) -> int:
     args.results = str(Path(args.results).resolve())
     sweep = args.name or time.strftime("sweep-%Y%m%d-%H%M%S")
     matrix = cells(args)
+    if args.nodes:
+        uneven = sorted({c["tasks"] for c in matrix if c["tasks"] % args.nodes})
+        if uneven:
+            parser.error(f"--nodes {args.nodes} does not divide task counts {uneven}")
     if args.dry_run:
-        for cell in matrix:
-            print(shlex.join(sbatch_command(args, sweep, cell)))
+        for index, cell in enumerate(matrix):
+            after = "" if args.parallel or index == 0 else "<the job before>"
+            print(shlex.join(sbatch_command(args, sweep, cell, after)))
         print(f"# {len(matrix)} jobs", file=sys.stderr)
         return 0
     manifest_path = Path(args.results) / "sweeps" / f"{sweep}.json"
     manifest = {"sweep": sweep, "config": args.config, "overrides": args.set, "runs": []}
     (Path(args.results) / "sweeps" / sweep).mkdir(parents=True, exist_ok=True)
+    previous = ""
     for cell in matrix:
-        command = sbatch_command(args, sweep, cell)
+        command = sbatch_command(args, sweep, cell, "" if args.parallel else previous)
         env = {**os.environ, "SUITE_RESULTS": args.results}  # where run_slurm.sh writes
         done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT, env=env)
         entry = {**cell, "command": shlex.join(command)}
@@ -142,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             name = command[2].split("=", 1)[1]
             result_dir = f"{args.results}/{name}-{job_id}"
             entry.update(job_id=job_id, state="SUBMITTED", result_dir=result_dir)
+            previous = job_id
             print(f"submitted {name} as job {job_id}")
         manifest["runs"].append(entry)
         write_manifest(manifest_path, manifest)

@@ -16,7 +16,8 @@ def test_valid_runs_are_tabled_and_broken_files_named(tmp_path, capsys):
     assert compare.main([str(tmp_path)]) == 1
     out, err = capsys.readouterr()
     (row,) = [line.split() for line in out.splitlines()[2:3]]  # repeats fold into one row
-    assert row[:4] == ["torch", "ddp", "2", "2"]  # framework, strategy, workers, runs
+    # framework, strategy, workers, layout (nodes x ranks per node, launcher), runs
+    assert row[:6] == ["torch", "ddp", "2", "1x2", "local", "2"]
     assert row[-1] == "success,unfinished"
     assert f"{cut}:6: truncated last line" in err
 
@@ -119,3 +120,27 @@ def test_the_verdict_reads_the_rows():
     )
     assert "Final accuracies agree within 0.10 points (96.60% to 96.70%)." in said
     assert said[-1] == "First to 96.00% validation accuracy: torch single x1, after 30.0 s."
+
+
+def test_runs_of_different_layouts_are_rows_of_their_own(tmp_path):
+    """1 node x 2 ranks and 2 nodes x 1 rank measure different things (no network, or one)."""
+    from common import metrics
+    from common.report import Run, rows_for
+
+    runs = []
+    for name, hosts, launcher in (
+        ("a", ["n1", "n1"], "local"),
+        ("b", ["n1", "n1"], "local"),
+        ("c", ["n1", "n2"], "slurm"),
+    ):
+        write_run(tmp_path / name / "metrics.jsonl")
+        records = metrics.read_metrics(tmp_path / name / "metrics.jsonl")
+        records[0].update(hosts=hosts, launcher=launcher)
+        runs.append(Run(str(tmp_path / name / "metrics.jsonl"), records))
+    rows = rows_for(runs)
+    assert [(r["strategy"], r["layout"], r["runs"]) for r in rows] == [
+        ("ddp [1x2 local]", "1x2 local", 2),
+        ("ddp [2x1 slurm]", "2x1 slurm", 1),
+    ]
+    uneven = Run(runs[0].path, [{**runs[0].start, "hosts": ["a", "a", "b"], "world_size": 3}])
+    assert uneven.layout == "2+1 local"
