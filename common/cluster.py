@@ -22,7 +22,12 @@ import time
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
-from common.hostlist import HostlistError, expand_hostlist, expand_tasks_per_node, ranks_to_hosts
+from common.hostlist import (
+    HostlistError,
+    expand_nodes,
+    expand_tasks_per_node,
+    ranks_to_hosts,
+)
 
 LAUNCHER_MARK = "SUITE_LAUNCHER"
 # slurm/task.sh sets it to 1 after narrowing CUDA_VISIBLE_DEVICES to its task's own GPU.
@@ -242,7 +247,7 @@ def _from_slurm(env: Mapping[str, str]) -> ClusterSpec:
         raise ClusterError("SLURM_JOB_ID is not set (needed to derive the ports)")
     distribution = env.get("SLURM_DISTRIBUTION", "block")
     try:
-        nodes = expand_hostlist(env.get("SLURM_STEP_NODELIST", ""))
+        nodes = expand_nodes(env.get("SLURM_STEP_NODELIST", ""))
         counts = expand_tasks_per_node(env.get("SLURM_STEP_TASKS_PER_NODE", ""))
         if len(nodes) != len(counts):
             raise HostlistError(
@@ -323,7 +328,7 @@ def rendezvous_endpoint(env: Mapping[str, str] | None = None) -> str:
     last port of the job's range (the torch master port and TF's ports take the others)."""
     env = os.environ if env is None else env
     try:
-        first = expand_hostlist(env.get("SLURM_JOB_NODELIST", ""))[0]
+        first = expand_nodes(env.get("SLURM_JOB_NODELIST", ""))[0]
     except (HostlistError, IndexError):
         raise ClusterError("SLURM_JOB_NODELIST is not set: not inside a SLURM job") from None
     return f"{first}:{slurm_port_base(env.get('SLURM_JOB_ID', '')) + PORT_SPAN - 1}"

@@ -10,6 +10,13 @@ from __future__ import annotations
 
 import itertools
 import re
+import shutil
+import subprocess
+
+# SLURM refuses a bracket range of more than 65,536 hosts ("Too many hosts in range"); no
+# allocation comes near the total bound below, which keeps a bad list from exhausting memory.
+MAX_RANGE = 65_536
+MAX_HOSTS = 2**20
 
 
 class HostlistError(ValueError):
@@ -17,9 +24,10 @@ class HostlistError(ValueError):
 
 
 def _split_top_level(text: str) -> list[str]:
-    """Split on commas that are not inside brackets."""
+    """Split on commas and whitespace that are not inside brackets (SLURM takes both); an
+    empty entry between commas is refused."""
     items, depth, current = [], 0, []
-    for char in text:
+    for char in text + ",":
         if char == "[":
             depth += 1
             if depth > 1:
@@ -28,14 +36,16 @@ def _split_top_level(text: str) -> list[str]:
             depth -= 1
             if depth < 0:
                 raise HostlistError(f"unbalanced ']' in host list {text!r}")
-        if char == "," and depth == 0:
-            items.append("".join(current))
+        if depth == 0 and (char == "," or char.isspace()):
+            if current:
+                items.append("".join(current))
+            elif char == ",":
+                raise HostlistError(f"empty entry in host list {text!r}")
             current = []
         else:
             current.append(char)
     if depth != 0:
         raise HostlistError(f"unbalanced '[' in host list {text!r}")
-    items.append("".join(current))
     return items
 
 
@@ -48,27 +58,68 @@ def _expand_range_set(body: str, text: str) -> list[str]:
         low, high = match.group(1), match.group(2) or match.group(1)
         if int(high) < int(low):
             raise HostlistError(f"descending range {part!r} in host list {text!r}")
+        if int(high) - int(low) + 1 > MAX_RANGE:
+            raise HostlistError(
+                f"range {part!r} in host list {text!r} holds more than {MAX_RANGE:,} hosts "
+                "(SLURM refuses it too)"
+            )
         width = len(low)  # SLURM keeps the zero padding of the range's first number
         values.extend(str(number).zfill(width) for number in range(int(low), int(high) + 1))
     return values
 
 
 def expand_hostlist(text: str) -> list[str]:
-    """Expand a SLURM host list, keeping SLURM's order (which is the rank order)."""
+    """Expand a SLURM host list, in SLURM's order (which is the rank order). With several
+    brackets in one name SLURM varies the last one fastest, then the others from the first
+    on: a[1-2]b[3-4]c[5-6] -> a1b3c5 a1b3c6 a2b3c5 a2b3c6 a1b4c5 ..."""
     if not text or not text.strip():
         raise HostlistError("empty host list")
-    hosts = []
+    hosts: list[str] = []
     for item in _split_top_level(text.strip()):
-        if not item:
-            raise HostlistError(f"empty entry in host list {text!r}")
         pieces = re.split(r"\[([^\]]*)\]", item)
         # pieces alternates literal text and bracket bodies: lit, body, lit, body, lit
-        choices = [
-            [piece] if index % 2 == 0 else _expand_range_set(piece, text)
-            for index, piece in enumerate(pieces)
-        ]
-        hosts.extend("".join(combo) for combo in itertools.product(*choices))
+        literals, ranges = pieces[0::2], [_expand_range_set(p, text) for p in pieces[1::2]]
+        if len(hosts) + _product(ranges) > MAX_HOSTS:
+            raise HostlistError(f"host list {text!r} names more than {MAX_HOSTS:,} hosts")
+        order = [*range(len(ranges) - 2, -1, -1), len(ranges) - 1] if ranges else []
+        for combo in itertools.product(*(ranges[index] for index in order)):
+            chosen = dict(zip(order, combo, strict=True))
+            hosts.append(
+                "".join(
+                    literal + (chosen[index] if index < len(ranges) else "")
+                    for index, literal in enumerate(literals)
+                )
+            )
     return hosts
+
+
+def _product(ranges: list[list[str]]) -> int:
+    count = 1
+    for values in ranges:
+        count *= len(values)
+    return count
+
+
+def expand_with_slurm(text: str) -> list[str] | None:
+    """`scontrol show hostnames` of `text`, when scontrol is on the path and answers; None
+    otherwise (no SLURM here, or no configuration it can reach)."""
+    scontrol = shutil.which("scontrol")
+    if scontrol is None:
+        return None
+    try:
+        done = subprocess.run(
+            [scontrol, "show", "hostnames", text], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    hosts = done.stdout.split()
+    return hosts if done.returncode == 0 and hosts else None
+
+
+def expand_nodes(text: str) -> list[str]:
+    """A step's node list: SLURM's own expansion where it can be asked, else the built-in one
+    (the same on every list SLURM produces; tests/slurm compares them)."""
+    return expand_with_slurm(text) or expand_hostlist(text)
 
 
 def expand_tasks_per_node(text: str) -> list[int]:

@@ -18,6 +18,11 @@ from common.hostlist import HostlistError, expand_hostlist, expand_tasks_per_nod
         ("rack[1-2]-n[01-02]", ["rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02"]),
         ("c[3,1]", ["c3", "c1"]),  # SLURM's order is kept, not sorted
         ("x-[1-2].ib", ["x-1.ib", "x-2.ib"]),
+        # scontrol show hostnames (SLURM 22.05) varies the last bracket fastest, then the
+        # others from the first on; whitespace separates as commas do
+        ("n[1-2]x[3-4]y[5-6]", "n1x3y5 n1x3y6 n2x3y5 n2x3y6 n1x4y5 n1x4y6 n2x4y5 n2x4y6".split()),
+        ("a b,c", ["a", "b", "c"]),
+        ("  a\tb ", ["a", "b"]),
     ],
 )
 def test_hostlist_expansion(compressed, expanded):
@@ -28,6 +33,14 @@ def test_hostlist_expansion(compressed, expanded):
 def test_bad_hostlists_are_refused(bad):
     with pytest.raises(HostlistError):
         expand_hostlist(bad)
+
+
+def test_huge_hostlists_are_refused_before_they_fill_memory():
+    assert len(expand_hostlist("n[0-65535]")) == 65_536  # SLURM's largest range
+    with pytest.raises(HostlistError, match="more than 65,536 hosts"):
+        expand_hostlist("n[0-99999999]")  # grew to 24 GB before the bound
+    with pytest.raises(HostlistError, match="more than 1,048,576 hosts"):
+        expand_hostlist("a[0-2047]b[0-1023]")
 
 
 @pytest.mark.parametrize(

@@ -321,3 +321,29 @@ def test_the_preflight_runs_as_a_job_on_the_cluster(cluster, tmp_path):
     for rank, node in enumerate(nodes):
         assert f"rank {rank:<5} {node}: cpu:cpu" in log
     assert log.count("67,108,864") == 2 and "torch-fsdp1-bf16" in log
+
+
+HOSTLISTS = [
+    "n1",
+    "n[1-2]",
+    "gpu-[01-03,7],cpu9",
+    "n[1-2]x[3-4]y[5-6]",
+    "a[1-3]b[4-5]c[6-7]d[8-9]",
+    "a b,c",
+    "c[3,1],x[08-11]",
+]
+
+
+@pytest.mark.parametrize("cluster", [1], indirect=True)
+def test_the_built_in_hostlist_expansion_equals_scontrols(cluster, tmp_path):
+    from common.hostlist import expand_hostlist
+
+    for text in HOSTLISTS:
+        shown = subprocess.run(
+            ["scontrol", "show", "hostnames", text],
+            env=slurm_env(tmp_path),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert expand_hostlist(text) == shown.stdout.split(), text
