@@ -23,6 +23,10 @@ def _require(condition: bool, message: str) -> None:
 class DataConfig:
     dir: str | None = None
     """Folder with the four MNIST IDX files; None means $MNIST_DIR, then ./data/mnist."""
+    stage_dir: str | None = None
+    """A node-local folder ($VAR expanded, e.g. $TMPDIR) to copy the data to before reading it,
+    so that ranks do not all read the shared file system; results and checkpoints stay in
+    output.dir. None: read data.dir directly."""
     pipeline: Literal["tensor", "loader"] = "tensor"
     """tensor: whole dataset preloaded, batches taken by index; loader: the framework's loader."""
     loader_workers: int = 2

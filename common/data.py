@@ -64,10 +64,29 @@ def resolve_dir(configured: str | None = None) -> Path:
     return Path(configured or os.environ.get("MNIST_DIR") or DEFAULT_DIR)
 
 
+def stage(source: Path, stage_dir: Path) -> Path:
+    """Copy the MNIST files from `source` (a shared file system) into `stage_dir` (a node's
+    local disk) unless an intact copy is there; every rank of a node may call it at once: each
+    copies into a file of its own and renames it into place, atomically."""
+    stage_dir.mkdir(parents=True, exist_ok=True)
+    for name, expected in CHECKSUMS.items():
+        target = stage_dir / name
+        if target.is_file() and sha256_of(target) == expected:
+            continue
+        partial = stage_dir / f".{name}.{os.getpid()}.partial"
+        shutil.copyfile(check_files(source, verify=False) / name, partial)
+        _install(partial, stage_dir, name)
+    return stage_dir
+
+
 def load_limited(data_cfg) -> Mnist:
-    """MNIST from `data_cfg.dir`, cut to data.train_limit / data.test_limit samples (0 = all):
-    what both frameworks train and evaluate on."""
-    mnist = load_mnist(resolve_dir(data_cfg.dir))
+    """MNIST from `data_cfg.dir` (staged to data.stage_dir first, when set), cut to
+    data.train_limit / data.test_limit samples (0 = all): what both frameworks train and
+    evaluate on."""
+    folder = resolve_dir(data_cfg.dir)
+    if data_cfg.stage_dir:
+        folder = stage(folder, Path(os.path.expandvars(data_cfg.stage_dir)))
+    mnist = load_mnist(folder)
 
     def cut(array: np.ndarray, limit: int) -> np.ndarray:
         return array[:limit] if limit else array

@@ -35,6 +35,7 @@ NOT_COMPARED = (
     "dist.startup_timeout_s",
     "dist.startup_retries",
     "data.dir",
+    "data.stage_dir",
     "data.loader_workers",
     "train.log_every_steps",
     "train.checkpoint_every_epochs",

@@ -29,6 +29,7 @@ MAY_CHANGE = (
     "train.target_accuracy",
     "train.eval_batch_size",
     "data.dir",
+    "data.stage_dir",
     "data.loader_workers",
     "dist.timeout_s",
     "dist.startup_timeout_s",

@@ -53,6 +53,11 @@ esac
 
 root=${SUITE_ROOT:-${SLURM_SUBMIT_DIR:-$PWD}}
 cd "$root" || die "cannot enter the suite's folder $root (set SUITE_ROOT)"
+# sbatch runs a copy of this script from its spool folder, so the suite is found through the
+# folder the job was submitted from.
+if [[ ! -f slurm/run_slurm.sh || ! -d common ]]; then
+  die "$root is not the suite's folder (the job was submitted from elsewhere): submit from the suite's folder, or set SUITE_ROOT=/path/to/the/suite (sbatch --export=ALL,SUITE_ROOT=...)"
+fi
 [[ $framework == preflight || -f $config ]] || die "config '$config' not found in $root"
 
 if [[ -n ${SUITE_PROFILE:-} ]]; then

@@ -116,10 +116,19 @@ def test_cyclic_distribution_maps_ranks_round_robin():
     assert spec.hosts[:5] == ("gpu-01", "gpu-02", "gpu-03", "gpu-7", "gpu-01")
 
 
-def test_ports_differ_between_jobs_and_stay_in_range():
-    bases = {cluster.slurm_port_base(str(job)) for job in range(1000, 1600)}
-    assert len(bases) == 600
-    assert min(bases) >= 20000 and max(bases) + cluster.PORT_SPAN <= 65535
+def test_ports_differ_between_jobs_and_steps_and_stay_out_of_the_ephemeral_range():
+    linux = (32768, 60999)
+    first, windows = cluster.port_windows(linux)
+    assert (first, windows) == (10000, (32768 - 10000) // 64)
+    bases = {cluster.slurm_port_base(str(job), ephemeral=linux) for job in range(windows)}
+    assert len(bases) == windows  # every job of a run of `windows` ids has its own window
+    assert min(bases) >= 10000 and max(bases) + cluster.PORT_SPAN <= 32768
+    steps = {cluster.slurm_port_base("77", str(step), ephemeral=linux) for step in range(4)}
+    assert len(steps) == 4  # steps of one job, running at once, do not collide
+    # an ephemeral range that starts low leaves the ports above it
+    assert cluster.port_windows((1024, 40000)) == (40001, (65536 - 40001) // 64)
+    with pytest.raises(cluster.ClusterError, match="leaves no room"):
+        cluster.port_windows((1024, 65535))
 
 
 @pytest.mark.parametrize(

@@ -127,3 +127,26 @@ def test_fetch_into_an_unusable_folder_says_so(tmp_path, capsys):
     blocker.write_text("not a folder")
     assert data.main(["fetch", "--dir", str(blocker / "mnist")]) == 1
     assert f"cannot use {blocker / 'mnist'} for MNIST" in capsys.readouterr().err
+
+
+def test_staging_copies_to_node_local_disk_once_and_replaces_a_broken_copy(tmp_path):
+    from common import data
+
+    staged = data.stage(data.resolve_dir(), tmp_path / "local")
+    assert sorted(p.name for p in staged.iterdir()) == sorted(data.CHECKSUMS)
+    first = {p.name: p.stat().st_mtime_ns for p in staged.iterdir()}
+    broken = staged / "t10k-labels-idx1-ubyte"
+    broken.write_bytes(b"not mnist")
+    data.stage(data.resolve_dir(), staged)
+    assert data.sha256_of(broken) == data.CHECKSUMS[broken.name]  # replaced, verified
+    untouched = {p.name: p.stat().st_mtime_ns for p in staged.iterdir() if p != broken}
+    assert all(untouched[name] == first[name] for name in untouched)  # intact: not copied
+
+
+def test_a_run_reads_its_data_from_the_stage_dir(tmp_path, monkeypatch):
+    from common import config_io, data
+
+    monkeypatch.setenv("NODE_SCRATCH", str(tmp_path))
+    cfg = config_io.load_config(None, ["data.stage_dir=$NODE_SCRATCH/mnist", "data.test_limit=10"])
+    assert len(data.load_limited(cfg.data).test_labels) == 10
+    assert (tmp_path / "mnist" / "train-images-idx3-ubyte").is_file()

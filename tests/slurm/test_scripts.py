@@ -1,6 +1,7 @@
-"""slurm/sweep.py's commands, without a cluster (--dry-run): the matrix, the jobs one after
-another, and the layout options."""
+"""The slurm/ scripts where no cluster is needed: sweep.py's commands (--dry-run: the matrix,
+the jobs one after another, the layout options) and run_slurm.sh's refusals."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,3 +33,18 @@ def test_nodes_and_exclusive_set_each_jobs_layout():
     assert sum("--ntasks=4" in line and "--ntasks-per-node=2" in line for line in lines) == 3
     refused = dry_run("--tasks", "1,2", "--nodes", "2", check=False)
     assert refused.returncode == 2 and "--nodes 2 does not divide task counts [1]" in refused.stderr
+
+
+def test_a_job_submitted_from_outside_the_suite_names_the_variable_that_fixes_it(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SUITE_"))}
+    env.update(SLURM_JOB_ID="41", SLURM_SUBMIT_DIR=str(tmp_path))  # what sbatch would set
+    done = subprocess.run(
+        ["bash", str(REPO / "slurm" / "run_slurm.sh"), "torch", "configs/mlp_adam.yaml"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert f"{tmp_path} is not the suite's folder" in done.stderr
+    assert "SUITE_ROOT=/path/to/the/suite" in done.stderr
