@@ -6,7 +6,9 @@
 `up` installs Debian's slurmctld, slurmd, slurm-client and munge if they are missing, and
 starts munged (unless one runs), slurmctld and one slurmd per node, without systemd. Every
 node is a network namespace of its own (`suite-n1`, ...) on a bridge, with its own hostname
-(`n1`, ...) and address (10.77.0.11, ...), so a job on two nodes really has two hosts.
+(`n1`, ...) and address (10.77.0.11, ...), so a job on two nodes really has two hosts, and
+cores of its own: each slurmd (and so every task it starts) is pinned with taskset to its
+share of this machine's cores, so that two "nodes" do not compete for the same ones.
 /etc/hosts gets one line per node, marked, so names resolve everywhere. The config lives in
 --dir; jobs find it through SLURM_CONF. `down` stops exactly the daemons that `up` recorded in
 --dir, deletes the namespaces, the bridge and the /etc/hosts lines. Facts that shaped it:
@@ -140,6 +142,15 @@ def read_pid(path: Path) -> int | None:
         return None
 
 
+def node_cores(index: int, count: int) -> list[int]:
+    """The cores node `index` of `count` runs on: its contiguous share of this process's."""
+    cores = sorted(os.sched_getaffinity(0))
+    if count > len(cores):
+        return [cores[index % len(cores)]]
+    share = len(cores) // count
+    return cores[index * share : (index + 1) * share]
+
+
 def up(root: Path, count: int) -> dict:
     install()
     if (root / "started.json").exists():
@@ -161,10 +172,14 @@ def up(root: Path, count: int) -> dict:
     wait_until(lambda: read_pid(root / "slurmctld.pid"), 10, "slurmctld")
     started["pids"]["slurmctld"] = read_pid(root / "slurmctld.pid")
     (root / "started.json").write_text(json.dumps(started))
-    for node in nodes:
+    for index, node in enumerate(nodes):
         # nsenter keeps /sys/fs/cgroup visible (ip netns exec would hide it); unshare gives
-        # the node its own hostname.
+        # the node its own hostname; taskset its own cores.
+        cores = ",".join(map(str, node_cores(index, count)))
         sh(
+            "taskset",
+            "-c",
+            cores,
             "nsenter",
             f"--net=/run/netns/suite-{node}",
             "unshare",

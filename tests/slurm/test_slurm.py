@@ -347,3 +347,15 @@ def test_the_built_in_hostlist_expansion_equals_scontrols(cluster, tmp_path):
             check=True,
         )
         assert expand_hostlist(text) == shown.stdout.split(), text
+
+
+def test_each_node_runs_on_cores_of_its_own(cluster, tmp_path):
+    shown = subprocess.run(
+        ["srun", f"--nodes={cluster}", "--ntasks-per-node=1", "python3", "-c",
+         "import os, socket; print(socket.gethostname(), sorted(os.sched_getaffinity(0)))"],
+        env=slurm_env(tmp_path), capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    cores = [json.loads(line.split(" ", 1)[1]) for line in shown.stdout.splitlines()]
+    assert len(cores) == cluster and all(cores)
+    if cluster == 2:  # no core is shared by the two nodes
+        assert not set(cores[0]) & set(cores[1])
