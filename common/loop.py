@@ -22,6 +22,7 @@ import numpy as np
 
 from common import memory, precision, resume, run, session
 from common.config import Config
+from common.lastwords import LastWords
 from common.optim import learning_rate
 from common.progress import Progress
 from common.trainer import Trainer
@@ -36,6 +37,9 @@ class Preempted(Aborted):
     """SIGUSR1 (SLURM's warning before the time limit) arrived on some rank: the run
     checkpointed at the end of the epoch and stops with PREEMPTED_EXIT, to be requeued."""
 
+
+# How long a rank whose collective failed waits for a stop signal that may be on its way.
+STOP_WAIT_S = 1.0
 
 # The exit status of a preempted run: "try again later" (EX_TEMPFAIL). slurm/run_slurm.sh
 # requeues the job when its step ends with it.
@@ -74,13 +78,27 @@ class Preemption:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
 
-    def _abort(self, signum: int, frame) -> None:
+    def record_only(self) -> None:
+        """From now on SIGTERM and SIGINT are noted in `stopped`, not raised: the run is
+        already on its way out."""
+        signal.signal(signal.SIGTERM, self._note)
+        signal.signal(signal.SIGINT, self._note)
+
+    def describe(self, signum: int) -> Aborted:
+        """What stopping by `signum` means: a launcher stopping the ranks because another
+        failed (its reason file says which), or a stop from outside (scancel, Ctrl-C)."""
         stopped = f"stopped by signal {signal.Signals(signum).name}"
         reason = _read_reason(self.stop_reason_file)
         if reason.startswith("rank "):
-            self.stopped = PeerFailed(f"{stopped} from the launcher: {reason}")
-        else:
-            self.stopped = Aborted(f"{stopped}: {reason}" if reason else stopped)
+            return PeerFailed(f"{stopped} from the launcher: {reason}")
+        return Aborted(f"{stopped}: {reason}" if reason else stopped)
+
+    def _note(self, signum: int, frame) -> None:
+        if self.stopped is None:
+            self.stopped = self.describe(signum)
+
+    def _abort(self, signum: int, frame) -> None:
+        self.stopped = self.describe(signum)
         raise self.stopped
 
 
@@ -207,19 +225,16 @@ def train_epochs(
 def execute(cfg: Config, options: run.RunOptions, trainer: Trainer) -> tuple[str, int]:
     """One training program's body, the same on both sides. Every way out of a started run
     (success, --stop-after-epoch, preemption, a signal, a failure, even one that does not derive
-    from Exception) ends with the chief's run_end record. A launch refused before its run
-    started (a folder of another run, a checkpoint of another config) writes nothing.
-    Returns (status, exit code); the caller decides how to leave its process."""
+    from Exception, a stop while stuck in a collective) ends with the chief's run_end record.
+    A launch refused before its run started (a folder of another run, a checkpoint of another
+    config) writes nothing. Returns (status, exit code); the caller decides how to leave."""
     preemption = Preemption(trainer.spec.stop_reason_file)
     preemption.install()
     current: list[session.Run] = []
-    try:
-        status, error, code = _run(cfg, options, trainer, preemption, current)
-    except BaseException as late:  # noqa: BLE001 - a signal while the first one was handled
-        Preemption.quiet()
-        status, error, code = "failed", f"while stopping: {type(late).__name__}: {late}", 1
-    Preemption.quiet()
-    if current and current[0].writer:
+
+    def write_end(status: str, error: str | None) -> None:
+        if not (current and current[0].writer):
+            return
         end = run.run_end_record(
             cfg,
             status=status,
@@ -232,6 +247,24 @@ def execute(cfg: Config, options: run.RunOptions, trainer: Trainer) -> tuple[str
             current[0].writer.close()
         except OSError as lost:  # a full or vanished output.dir: say so where it can be seen
             print(f"error: run_end could not be written ({lost}): {end}", file=sys.stderr)
+
+    def stuck(signum: int) -> None:  # from the LastWords thread
+        stop = preemption.describe(signum)
+        status = "failed" if isinstance(stop, PeerFailed) else "aborted"
+        write_end(status, f"{stop} (while blocked in a collective)")
+        sys.stdout.flush()
+
+    last_words = LastWords(stuck)
+    last_words.start()
+    try:
+        status, error, code = _run(cfg, options, trainer, preemption, current, last_words)
+    except BaseException as late:  # noqa: BLE001 - a signal while the first one was handled
+        Preemption.quiet()
+        status, error, code = "failed", f"while stopping: {type(late).__name__}: {late}", 1
+    Preemption.quiet()
+    if last_words.claim():
+        write_end(status, error)
+    last_words.finish()
     sys.stdout.flush()
     sys.stderr.flush()
     return status, code
@@ -243,6 +276,7 @@ def _run(
     trainer: Trainer,
     preemption: Preemption,
     current: list[session.Run],
+    last_words: LastWords,
 ) -> tuple[str, str | None, int]:
     """(status, error, exit code) of the run; `current` receives the Run once it started."""
     try:
@@ -262,8 +296,14 @@ def _run(
         Preemption.quiet()
         return "aborted", str(stop), 0 if options.stop_after_epoch else 143
     except BaseException as failure:  # noqa: BLE001 - DCP's CheckpointException is a BaseException
-        Preemption.quiet()  # a dead or hung peer surfaces here as a collective error
-        if preemption.stopped is not None:  # the framework wrapped the signal's exception
+        # A dead or hung peer surfaces here as a collective error; so does a peer that was
+        # cancelled a moment before this rank's own SIGTERM arrives (scancel signals every
+        # rank at once): wait for that signal briefly before calling the run failed.
+        preemption.record_only()
+        if preemption.stopped is None and last_words.stop_arriving(STOP_WAIT_S):
+            preemption.stopped = preemption.stopped or preemption.describe(last_words.signum)
+        Preemption.quiet()
+        if preemption.stopped is not None:  # a stop signal, or the framework wrapped one
             failed = isinstance(preemption.stopped, PeerFailed)
             return (
                 ("failed" if failed else "aborted"),

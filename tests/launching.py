@@ -59,13 +59,11 @@ def runner(module: str, root: Path):
     return run
 
 
-def kill_second_rank_mid_training(module: str, root: Path, *extra: str, timeout_s: float = 20):
+def two_ranks_mid_training(module: str, root: Path, *extra: str, timeout_s: float = 20):
     """Start 2 ranks of `module` bare (the launcher would stop the survivor itself) on a whole
-    MNIST epoch with a step record per step and dist.timeout_s=`timeout_s`, wait for 20 step
-    records, SIGKILL rank 1; return (rank 0's output, its exit code, seconds it took to exit
-    after the kill, the last record of the metrics)."""
+    MNIST epoch with a step record per step and dist.timeout_s=`timeout_s`, and return
+    (the two processes, the metrics file) once 20 step records are written."""
     import os
-    import signal
     import time
 
     from common import metrics
@@ -82,7 +80,6 @@ def kill_second_rank_mid_training(module: str, root: Path, *extra: str, timeout_
         *extra,
     ]
     metrics_file = root / "killed" / metrics.METRICS_FILENAME
-
     command = train_command(module, 0, settings, [])
     environments = rank_environments(2, dict(os.environ))
     ranks = [
@@ -94,12 +91,43 @@ def kill_second_rank_mid_training(module: str, root: Path, *extra: str, timeout_
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # wait until training is under way
         if metrics_file.is_file() and metrics_file.read_text().count('"step"') >= 20:
-            break
+            return ranks, metrics_file
         time.sleep(0.2)
-    else:
-        pytest.fail("training never started: " + ranks[0].communicate(timeout=5)[0])
+    pytest.fail("training never started: " + ranks[0].communicate(timeout=5)[0])
+
+
+def kill_second_rank_mid_training(module: str, root: Path, *extra: str, timeout_s: float = 20):
+    """SIGKILL rank 1 of `two_ranks_mid_training`; return (rank 0's output, its exit code,
+    seconds it took to exit after the kill, the last record of the metrics)."""
+    import signal
+    import time
+
+    from common import metrics
+
+    ranks, metrics_file = two_ranks_mid_training(module, root, *extra, timeout_s=timeout_s)
     ranks[1].send_signal(signal.SIGKILL)
     killed_at = time.monotonic()
     output, _ = ranks[0].communicate(timeout=90)
     waited = time.monotonic() - killed_at
     return output, ranks[0].returncode, waited, metrics.read_metrics(metrics_file)[-1]
+
+
+def cancel_while_a_peer_hangs(module: str, root: Path):
+    """Freeze rank 1 (SIGSTOP: rank 0 then waits in a collective for it), then SIGTERM rank 0,
+    as scancel would; return (rank 0's exit code, seconds it took to exit after the SIGTERM,
+    the last record of the metrics). The collective's own timeout is 120 s."""
+    import signal
+    import time
+
+    from common import metrics
+
+    ranks, metrics_file = two_ranks_mid_training(module, root, timeout_s=120)
+    ranks[1].send_signal(signal.SIGSTOP)
+    time.sleep(1.0)  # rank 0 reaches the next collective and blocks in it
+    ranks[0].send_signal(signal.SIGTERM)
+    cancelled_at = time.monotonic()
+    ranks[0].communicate(timeout=90)
+    waited = time.monotonic() - cancelled_at
+    ranks[1].kill()
+    ranks[1].communicate(timeout=30)
+    return ranks[0].returncode, waited, metrics.read_metrics(metrics_file)[-1]

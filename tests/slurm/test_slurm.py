@@ -13,90 +13,18 @@ import torch
 
 import compare
 from common import metrics
-
-REPO = Path(__file__).resolve().parents[2]
-CLUSTER_DIR = Path("/tmp/suite-slurm-tests")
-QUICK = [
-    "--set",
-    "data.train_limit=2048",
-    "--set",
-    "data.test_limit=1000",
-    "--set",
-    "train.epochs=2",
-    "--set",
-    "dist.timeout_s=60",
-]
-
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="the test cluster needs root (CI runs as root)"
+from tests.slurm.jobs import (
+    QUICK,
+    REPO,
+    ROOT_ONLY,
+    layout,
+    scontrol_field,
+    slurm_env,
+    submit,
+    wait_for,
 )
 
-
-def slurm_env(results: Path) -> dict:
-    return {
-        **os.environ,
-        "SLURM_CONF": str(CLUSTER_DIR / "slurm.conf"),
-        "SUITE_RESULTS": str(results),
-    }
-
-
-def scontrol_field(job_id: str, field: str, env: dict) -> str:
-    shown = subprocess.run(
-        ["scontrol", "show", "job", job_id], env=env, capture_output=True, text=True
-    ).stdout
-    for word in shown.split():
-        if word.startswith(field + "="):
-            return word.split("=", 1)[1]
-    return ""
-
-
-def wait_for(job_id: str, env: dict, timeout_s: float = 300) -> str:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        state = scontrol_field(job_id, "JobState", env)
-        if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"):
-            return state
-        time.sleep(0.3)
-    pytest.fail(f"job {job_id} did not end within {timeout_s} s")
-
-
-def submit(options: list[str], args: list[str], env: dict) -> str:
-    command = ["sbatch", "--parsable", *options, "slurm/run_slurm.sh", *args]
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip().split(";")[0]
-
-
-@pytest.fixture(scope="module", params=[1, 2], ids=["1-node", "2-node"])
-def cluster(request):
-    up = subprocess.run(
-        [
-            sys.executable,
-            "slurm/testcluster.py",
-            "up",
-            "--nodes",
-            str(request.param),
-            "--dir",
-            str(CLUSTER_DIR),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert up.returncode == 0, up.stderr
-    yield request.param
-    subprocess.run(
-        [sys.executable, "slurm/testcluster.py", "down", "--dir", str(CLUSTER_DIR)],
-        cwd=REPO,
-        check=True,
-        timeout=120,
-    )
-
-
-def layout(nodes: int) -> list[str]:
-    """2 tasks: both on the one node, or one on each of two."""
-    return ["--nodes=1", "--ntasks=2"] if nodes == 1 else ["--nodes=2", "--ntasks-per-node=1"]
+pytestmark = ROOT_ONLY
 
 
 @pytest.mark.parametrize(
@@ -308,54 +236,3 @@ def test_the_torchrun_variant_refuses_srun_with_a_reason(cluster, tmp_path):
         command, cwd=REPO, env=slurm_env(tmp_path), capture_output=True, text=True, timeout=120
     )
     assert done.returncode != 0 and "submit it with sbatch" in done.stderr
-
-
-def test_the_preflight_runs_as_a_job_on_the_cluster(cluster, tmp_path):
-    """sbatch of the preflight: every check as srun steps of the job's own layout."""
-    env = slurm_env(tmp_path)
-    options = [*layout(cluster), "--job-name=p", f"--output={tmp_path}/%x-%j.out"]
-    job = submit(options, ["preflight"], env)
-    state, log = wait_for(job, env, timeout_s=600), (tmp_path / f"p-{job}.out").read_text()
-    assert state == "COMPLETED" and "preflight passed" in log, log
-    nodes = ["n1", "n1"] if cluster == 1 else ["n1", "n2"]
-    for rank, node in enumerate(nodes):
-        assert f"rank {rank:<5} {node}: cpu:cpu" in log
-    assert log.count("67,108,864") == 2 and "torch-fsdp1-bf16" in log
-
-
-HOSTLISTS = [
-    "n1",
-    "n[1-2]",
-    "gpu-[01-03,7],cpu9",
-    "n[1-2]x[3-4]y[5-6]",
-    "a[1-3]b[4-5]c[6-7]d[8-9]",
-    "a b,c",
-    "c[3,1],x[08-11]",
-]
-
-
-@pytest.mark.parametrize("cluster", [1], indirect=True)
-def test_the_built_in_hostlist_expansion_equals_scontrols(cluster, tmp_path):
-    from common.hostlist import expand_hostlist
-
-    for text in HOSTLISTS:
-        shown = subprocess.run(
-            ["scontrol", "show", "hostnames", text],
-            env=slurm_env(tmp_path),
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        assert expand_hostlist(text) == shown.stdout.split(), text
-
-
-def test_each_node_runs_on_cores_of_its_own(cluster, tmp_path):
-    shown = subprocess.run(
-        ["srun", f"--nodes={cluster}", "--ntasks-per-node=1", "python3", "-c",
-         "import os, socket; print(socket.gethostname(), sorted(os.sched_getaffinity(0)))"],
-        env=slurm_env(tmp_path), capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
-    cores = [json.loads(line.split(" ", 1)[1]) for line in shown.stdout.splitlines()]
-    assert len(cores) == cluster and all(cores)
-    if cluster == 2:  # no core is shared by the two nodes
-        assert not set(cores[0]) & set(cores[1])

@@ -190,3 +190,14 @@ def test_loss_curve_matches_the_golden_curve(parity_runs, run, capsys):
         ["--assert-close", str(parity_runs[run]), golden, "--rtol", "1e-4", "--steps", "50"]
     )
     assert code == 0, capsys.readouterr().err
+
+
+def test_a_cancel_while_blocked_in_a_collective_still_ends_with_run_end(tmp_path):
+    """TensorFlow's chief, waiting in an all-reduce for a frozen peer, ran its SIGTERM handler
+    only when the collective timed out: long after SLURM's KillWait, so no run_end."""
+    from tests.launching import cancel_while_a_peer_hangs
+
+    code, waited, end = cancel_while_a_peer_hangs("tf_impl.train", tmp_path)
+    assert code == 128 + 15 and waited < 10
+    assert end["record"] == "run_end" and end["status"] == "aborted"
+    assert "stopped by signal SIGTERM (while blocked in a collective)" in end["error"]

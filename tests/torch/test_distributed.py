@@ -167,3 +167,11 @@ def test_progress_is_printed_by_the_chief_only(run_torch):
     done, _ = run_torch("progress", 2, "torch.strategy=ddp", extra=["--progress-every", "0"])
     lines = [line for line in done.stdout.splitlines() if "| step " in line]
     assert len(lines) == 2 * 32 and all(line.startswith("[rank 0] epoch ") for line in lines)
+
+
+def test_a_cancel_while_blocked_in_a_collective_still_ends_with_run_end(tmp_path):
+    from tests.launching import cancel_while_a_peer_hangs
+
+    code, waited, end = cancel_while_a_peer_hangs("torch_impl.train", tmp_path)
+    assert code == 128 + 15 and waited < 10
+    assert end["record"] == "run_end" and end["status"] == "aborted"

@@ -1,0 +1,86 @@
+"""Operating the suite on the SLURM test cluster: the preflight as a job, host lists as SLURM
+expands them, nodes with cores of their own, and scancel."""
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from common import metrics
+from tests.slurm.jobs import ROOT_ONLY, layout, slurm_env, submit, wait_for
+
+pytestmark = ROOT_ONLY
+
+
+def test_the_preflight_runs_as_a_job_on_the_cluster(cluster, tmp_path):
+    """sbatch of the preflight: every check as srun steps of the job's own layout."""
+    env = slurm_env(tmp_path)
+    options = [*layout(cluster), "--job-name=p", f"--output={tmp_path}/%x-%j.out"]
+    job = submit(options, ["preflight"], env)
+    state, log = wait_for(job, env, timeout_s=600), (tmp_path / f"p-{job}.out").read_text()
+    assert state == "COMPLETED" and "preflight passed" in log, log
+    nodes = ["n1", "n1"] if cluster == 1 else ["n1", "n2"]
+    for rank, node in enumerate(nodes):
+        assert f"rank {rank:<5} {node}: cpu:cpu" in log
+    assert log.count("67,108,864") == 2 and "torch-fsdp1-bf16" in log
+
+
+HOSTLISTS = [
+    "n1",
+    "n[1-2]",
+    "gpu-[01-03,7],cpu9",
+    "n[1-2]x[3-4]y[5-6]",
+    "a[1-3]b[4-5]c[6-7]d[8-9]",
+    "a b,c",
+    "c[3,1],x[08-11]",
+]
+
+
+@pytest.mark.parametrize("cluster", [1], indirect=True)
+def test_the_built_in_hostlist_expansion_equals_scontrols(cluster, tmp_path):
+    from common.hostlist import expand_hostlist
+
+    for text in HOSTLISTS:
+        shown = subprocess.run(
+            ["scontrol", "show", "hostnames", text],
+            env=slurm_env(tmp_path),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert expand_hostlist(text) == shown.stdout.split(), text
+
+
+def test_each_node_runs_on_cores_of_its_own(cluster, tmp_path):
+    shown = subprocess.run(
+        ["srun", f"--nodes={cluster}", "--ntasks-per-node=1", "python3", "-c",
+         "import os, socket; print(socket.gethostname(), sorted(os.sched_getaffinity(0)))"],
+        env=slurm_env(tmp_path), capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    cores = [json.loads(line.split(" ", 1)[1]) for line in shown.stdout.splitlines()]
+    assert len(cores) == cluster and all(cores)
+    if cluster == 2:  # no core is shared by the two nodes
+        assert not set(cores[0]) & set(cores[1])
+
+
+@pytest.mark.parametrize("cluster", [2], indirect=True)
+@pytest.mark.parametrize("framework", ["torch", "tf"])
+def test_scancel_ends_the_run_as_aborted_before_killwait(cluster, framework, tmp_path):
+    env = slurm_env(tmp_path)
+    job = submit(
+        [*layout(cluster), "--job-name=c", f"--output={tmp_path}/%x-%j.out"],
+        [framework, "configs/mlp_adam.yaml", "--set", "train.epochs=20", "--set",
+         "train.log_every_steps=1"],
+        env,
+    )  # fmt: skip
+    metrics_file = tmp_path / f"c-{job}" / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while not (metrics_file.is_file() and metrics_file.read_text().count('"step"') >= 30):
+        assert time.monotonic() < deadline, (tmp_path / f"c-{job}.out").read_text()
+        time.sleep(0.2)
+    subprocess.run(["scancel", job], env=env, check=True)
+    assert wait_for(job, env, timeout_s=60) == "CANCELLED"
+    end = metrics.read_metrics(metrics_file)[-1]
+    assert end["record"] == "run_end" and end["status"] == "aborted", end
+    assert "SIGTERM" in end["error"]
