@@ -94,6 +94,7 @@ def run_start_record(
     versions: dict[str, str],
     precision: str,
     numerics: dict,
+    hosts: list[str] | None = None,
     threads: dict,
 ) -> dict:
     return {
@@ -117,7 +118,7 @@ def run_start_record(
         "world_size": cluster.world_size,
         "global_batch_size": cfg.train.global_batch_size(cluster.world_size),
         "launcher": cluster.launcher,
-        "hosts": list(cluster.hosts) or [socket.gethostname()],
+        "hosts": hosts or list(cluster.hosts) or [socket.gethostname()],
         "device_type": device_type,
         "devices": devices,
         "config": to_dict(cfg),

@@ -123,6 +123,7 @@ def start_run(cfg: Config, trainer: Trainer, options: RunOptions) -> Run:
         device_type=trainer.device_type,
         devices=devices,
         versions=trainer.versions(),
+        hosts=[device.split(":", 1)[0] for device in devices],  # every rank's, torchrun too
         precision=trainer.precision,
         numerics=trainer.numerics(),
         threads=trainer.threads(),

@@ -11,7 +11,8 @@
 #
 #   torch     srun, one task per GPU (or per CPU slot): python -m torch_impl.train
 #   tf        srun, one task per GPU (or per CPU slot): python -m tf_impl.train (one MWMS worker)
-#   torchrun  srun, one task per node, each a torchrun agent (c10d rendezvous on the first node)
+#   torchrun  srun, one task per node, each a torchrun agent (c10d rendezvous on the first node;
+#             torch_impl.agent: torchrun plus SIGUSR1 passed to the ranks and their exit 75)
 #             starting SUITE_NPROC_PER_NODE ranks (default: the node's GPUs, else 1)
 #   preflight the cluster check of `python -m common.preflight` (versions, devices, threads,
 #             all-reduce bandwidth, 20 steps of every strategy and precision), as srun steps of
@@ -100,7 +101,7 @@ if [[ $framework == torchrun ]]; then
   endpoint=$("${python[@]}" -m common.cluster rendezvous-endpoint) || exit 2
   nproc=${SUITE_NPROC_PER_NODE:-${SLURM_GPUS_ON_NODE:-1}}
   srun --ntasks-per-node=1 --kill-on-bad-exit=1 \
-    "${python[@]}" -m torch.distributed.run --nnodes="$SLURM_JOB_NUM_NODES" --nproc-per-node="$nproc" \
+    "${python[@]}" -m torch_impl.agent --nnodes="$SLURM_JOB_NUM_NODES" --nproc-per-node="$nproc" \
     --rdzv-backend=c10d --rdzv-endpoint="$endpoint" --rdzv-id="$SLURM_JOB_ID" \
     -m "$module" "${args[@]}" &
 else
@@ -108,11 +109,10 @@ else
 fi
 step=$!
 
-# SLURM's warning before the time limit reaches this shell; pass it to the ranks (not to the
-# torchrun agents, which would die of it: that variant resumes from its last epoch checkpoint).
+# SLURM's warning before the time limit reaches this shell; pass it to the step's tasks: the
+# ranks, or the torchrun agents (torch_impl.agent), which pass it on to their ranks.
 on_warning() {
   echo "[$(date -u +%FT%TZ)] SIGUSR1: asking the ranks to checkpoint at the end of the epoch"
-  if [[ $framework == torchrun ]]; then return; fi
   scancel --signal=USR1 "$SLURM_JOB_ID"
 }
 trap on_warning USR1

@@ -1,0 +1,62 @@
+"""torchrun for SLURM jobs (`slurm/run_slurm.sh torchrun`): `python -m torch.distributed.run`,
+with the two things a preemptible job needs that torchrun does not do.
+
+    python -m torch_impl.agent [torchrun options] -m torch_impl.train [training options]
+
+- SIGUSR1, SLURM's warning before the time limit, is passed on to this agent's ranks. torchrun
+  handles only SIGTERM, SIGINT, SIGHUP and SIGQUIT (TORCHELASTIC_SIGNALS_TO_HANDLE), so SIGUSR1
+  would kill the agent, and its ranks run in sessions of their own (start_new_session), where
+  a signal to the agent's process group does not reach them.
+- When every rank exited with the preempted status (75: checkpointed, to be requeued), the
+  agent exits 75 too, instead of torchrun's 1 for any failed rank, so the job requeues itself.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+from common.loop import PREEMPTED_EXIT
+
+
+def children(parent: int) -> list[int]:
+    """The processes whose parent is `parent` (read from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)"
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[1]) == parent:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _forward(signum: int, frame) -> None:
+    for pid in children(os.getpid()):
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGUSR1, _forward)
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args, run
+
+    try:
+        run(parse_args(sys.argv[1:] if argv is None else argv))
+    except ChildFailedError as failed:
+        codes = {failure.exitcode for failure in failed.failures.values()}
+        if codes == {PREEMPTED_EXIT}:
+            print(f"[agent] every rank checkpointed on preemption: exit {PREEMPTED_EXIT}")
+            return PREEMPTED_EXIT
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
