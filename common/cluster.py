@@ -28,20 +28,13 @@ from common.hostlist import (
     expand_tasks_per_node,
     ranks_to_hosts,
 )
+from common.ports import PORT_SPAN, slurm_port_base
 
 LAUNCHER_MARK = "SUITE_LAUNCHER"
 # slurm/task.sh sets it to 1 after narrowing CUDA_VISIBLE_DEVICES to its task's own GPU.
 TASK_GPU_BOUND = "SUITE_TASK_GPU_BOUND"
 # common.launch names a file here; before it stops the ranks it writes into it why.
 STOP_REASON_VARIABLE = "SUITE_STOP_REASON"
-# Ports of a SLURM step: a window of PORT_SPAN ports, chosen by job and step id among the
-# windows outside the kernel's ephemeral range (where connect() picks its own source ports, so
-# a port there may be taken by any connection). The torch rendezvous takes the window's first
-# port, TensorFlow task k on a node base + 1 + k (its local rank).
-PORT_FLOOR = 10000  # below it: well-known and commonly configured services
-PORT_SPAN = 64
-EPHEMERAL_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
-LINUX_EPHEMERAL = (32768, 60999)  # the kernel's default
 
 
 class ClusterError(ValueError):
@@ -160,42 +153,6 @@ def free_ports(count: int) -> list[int]:
     finally:
         for sock in sockets:
             sock.close()
-
-
-def ephemeral_range() -> tuple[int, int]:
-    """This machine's ephemeral port range (every node of a cluster is assumed to share it)."""
-    try:
-        low, high = (int(value) for value in open(EPHEMERAL_FILE).read().split())
-        return low, high
-    except (OSError, ValueError):
-        return LINUX_EPHEMERAL
-
-
-def port_windows(ephemeral: tuple[int, int]) -> tuple[int, int]:
-    """(first port, number of PORT_SPAN windows) of the larger free stretch outside the
-    ephemeral range: below it (from PORT_FLOOR) or above it (to 65535)."""
-    low, high = ephemeral
-    below = (PORT_FLOOR, max(0, low - PORT_FLOOR) // PORT_SPAN)
-    above = (high + 1, max(0, 65536 - high - 1) // PORT_SPAN)
-    best = max(below, above, key=lambda window: window[1])
-    if best[1] == 0:
-        raise ClusterError(
-            f"the ephemeral port range {low}-{high} ({EPHEMERAL_FILE}) leaves no room for "
-            f"{PORT_SPAN} fixed ports; narrow it, or set MASTER_PORT"
-        )
-    return best
-
-
-def slurm_port_base(job_id: str, step_id: str = "", ephemeral: tuple[int, int] | None = None):
-    """The first port of a step's window: two steps of one job, running at once, get
-    different windows (unless there are more steps than windows)."""
-    try:
-        number = int(job_id)
-    except ValueError:
-        raise ClusterError(f"SLURM_JOB_ID={job_id!r} is not an integer") from None
-    step = int(step_id) if step_id.isdigit() and int(step_id) < 2**31 else 0  # batch: 0
-    first, windows = port_windows(ephemeral or ephemeral_range())
-    return first + ((number * 7 + step) % windows) * PORT_SPAN
 
 
 def _check_ranks(rank: int, local_rank: int, world: int, local_world: int, source: str) -> None:
@@ -373,6 +330,6 @@ if __name__ == "__main__":
         raise SystemExit(2)
     try:
         print(rendezvous_endpoint())
-    except ClusterError as error:
+    except ValueError as error:  # ClusterError, ports.PortError
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from common import cluster
+from common import cluster, ports
 from common.hostlist import HostlistError, expand_hostlist, expand_tasks_per_node, ranks_to_hosts
 
 
@@ -90,7 +90,7 @@ def test_spec_and_tf_config_from_a_slurm_step():
     assert spec.node == "gpu-02" and spec.local_world_size == 2
     assert spec.hosts == ("gpu-01",) * 2 + ("gpu-02",) * 2 + ("gpu-03",) * 2 + ("gpu-7",)
     assert spec.launch_id == "job123456"
-    base = cluster.slurm_port_base("123456")
+    base = ports.slurm_port_base("123456")
     assert (spec.master_addr, spec.master_port) == ("gpu-01", base)
     environ = {}
     cluster.write_tf_config(spec, environ)
@@ -118,17 +118,17 @@ def test_cyclic_distribution_maps_ranks_round_robin():
 
 def test_ports_differ_between_jobs_and_steps_and_stay_out_of_the_ephemeral_range():
     linux = (32768, 60999)
-    first, windows = cluster.port_windows(linux)
+    first, windows = ports.port_windows(linux)
     assert (first, windows) == (10000, (32768 - 10000) // 64)
-    bases = {cluster.slurm_port_base(str(job), ephemeral=linux) for job in range(windows)}
+    bases = {ports.slurm_port_base(str(job), ephemeral=linux) for job in range(windows)}
     assert len(bases) == windows  # every job of a run of `windows` ids has its own window
-    assert min(bases) >= 10000 and max(bases) + cluster.PORT_SPAN <= 32768
-    steps = {cluster.slurm_port_base("77", str(step), ephemeral=linux) for step in range(4)}
+    assert min(bases) >= 10000 and max(bases) + ports.PORT_SPAN <= 32768
+    steps = {ports.slurm_port_base("77", str(step), ephemeral=linux) for step in range(4)}
     assert len(steps) == 4  # steps of one job, running at once, do not collide
     # an ephemeral range that starts low leaves the ports above it
-    assert cluster.port_windows((1024, 40000)) == (40001, (65536 - 40001) // 64)
-    with pytest.raises(cluster.ClusterError, match="leaves no room"):
-        cluster.port_windows((1024, 65535))
+    assert ports.port_windows((1024, 40000)) == (40001, (65536 - 40001) // 64)
+    with pytest.raises(ports.PortError, match="leaves no room"):
+        ports.port_windows((1024, 65535))
 
 
 @pytest.mark.parametrize(

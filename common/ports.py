@@ -1,0 +1,60 @@
+"""The fixed ports of a SLURM step, the same on every rank without any exchange.
+
+A step's ranks must agree on the torch rendezvous port and on every TensorFlow worker's port
+before they can talk, so both follow from the job and step ids. They are taken outside the
+kernel's ephemeral range, where connect() picks its own source ports: a port there may be
+held by any outgoing connection on the node.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class PortError(ValueError):
+    """No fixed ports can be chosen; the message says why and what to do."""
+
+
+# A step gets a window of PORT_SPAN ports, chosen by job and step id among the windows outside
+# the ephemeral range. The torch rendezvous takes the window's first port, TensorFlow task k on
+# a node first + 1 + k (its local rank).
+PORT_FLOOR = 10000  # below it: well-known and commonly configured services
+PORT_SPAN = 64
+EPHEMERAL_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+LINUX_EPHEMERAL = (32768, 60999)  # the kernel's default
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """This machine's ephemeral port range (every node of a cluster is assumed to share it)."""
+    try:
+        low, high = (int(value) for value in Path(EPHEMERAL_FILE).read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return LINUX_EPHEMERAL
+
+
+def port_windows(ephemeral: tuple[int, int]) -> tuple[int, int]:
+    """(first port, number of PORT_SPAN windows) of the larger free stretch outside the
+    ephemeral range: below it (from PORT_FLOOR) or above it (to 65535)."""
+    low, high = ephemeral
+    below = (PORT_FLOOR, max(0, low - PORT_FLOOR) // PORT_SPAN)
+    above = (high + 1, max(0, 65536 - high - 1) // PORT_SPAN)
+    best = max(below, above, key=lambda window: window[1])
+    if best[1] == 0:
+        raise PortError(
+            f"the ephemeral port range {low}-{high} ({EPHEMERAL_FILE}) leaves no room for "
+            f"{PORT_SPAN} fixed ports; narrow it, or set MASTER_PORT"
+        )
+    return best
+
+
+def slurm_port_base(job_id: str, step_id: str = "", ephemeral: tuple[int, int] | None = None):
+    """The first port of a step's window: two steps of one job, running at once, get
+    different windows (unless there are more steps than windows)."""
+    try:
+        number = int(job_id)
+    except ValueError:
+        raise PortError(f"SLURM_JOB_ID={job_id!r} is not an integer") from None
+    step = int(step_id) if step_id.isdigit() and int(step_id) < 2**31 else 0  # batch: 0
+    first, windows = port_windows(ephemeral or ephemeral_range())
+    return first + ((number * 7 + step) % windows) * PORT_SPAN
