@@ -84,8 +84,9 @@ class TrainConfig:
     batch_mode: Literal["global", "per_rank"] = "global"
     """global: batch_size is split over the ranks (strong scaling); per_rank: each rank takes
     batch_size samples, so the global batch grows with the world (weak scaling)."""
-    eval_batch_size: int = 1000
-    """Global evaluation batch, split over the ranks."""
+    eval_batch_size: int = 0
+    """Global evaluation batch, split over the ranks; 0: the framework's fastest on the
+    device (`common.devices.EVAL_BATCH`). Loss and accuracy do not depend on it."""
     seed: int = 0
     """Seeds the initial weights, the shuffle order and dropout."""
     target_accuracy: float = 0.98
@@ -100,7 +101,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         _require(self.epochs >= 1, f"train.epochs must be >= 1, got {self.epochs}")
         _require(self.batch_size >= 1, f"train.batch_size must be >= 1, got {self.batch_size}")
-        _require(self.eval_batch_size >= 1, "train.eval_batch_size must be >= 1")
+        _require(self.eval_batch_size >= 0, "train.eval_batch_size must be >= 0 (0: auto)")
         _require(self.seed >= 0, f"train.seed must be >= 0, got {self.seed}")
         _require(
             0 < self.target_accuracy <= 1,

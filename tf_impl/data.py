@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from common import data as common_data
+from common import devices
 from common.config import Config
 from common.shard import plans_for
 from tf_impl.dist import DistInfo
@@ -103,4 +104,6 @@ class TfData:
 
 
 def build_dataset(cfg: Config, info: DistInfo) -> TfData:
-    return TfData(cfg, info)
+    """This rank's data; train.eval_batch_size=0 takes the device's choice (the training
+    program resolves it first, so that its records name it)."""
+    return TfData(devices.resolve_eval_batch(cfg, "tf", info.device_type), info)

@@ -22,7 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from common import cluster, config_io, loop, precision
+from common import cluster, config_io, devices, loop, precision
 from common.clocks import EpochMeanStepClock, HostStepClock
 from common.config import Config
 from common.rendezvous import RendezvousError
@@ -236,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     except (RendezvousError, RuntimeError, tf.errors.OpError) as error:  # peers did not come
         print(f"error: {error}", file=sys.stderr)
         return 1
+    cfg = devices.resolve_eval_batch(cfg, "tf", info.device_type)
     status, code = loop.execute(cfg, options, TfTrainer(cfg, info))
     # Leave at once. The strategy's teardown (gRPC server, coordination service heartbeats,
     # tf.data threads of the distributed iterators) stalled workers here for 34-100 s after

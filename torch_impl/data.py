@@ -17,6 +17,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from common import data as common_data
+from common import devices
 from common.config import Config
 from common.shard import TrainPlan, plans_for
 from torch_impl.dist import DistInfo
@@ -112,4 +113,6 @@ class TorchData:
 
 
 def build_dataset(cfg: Config, info: DistInfo) -> TorchData:
-    return TorchData(cfg, info)
+    """This rank's data; train.eval_batch_size=0 takes the device's choice (the training
+    program resolves it first, so that its records name it)."""
+    return TorchData(devices.resolve_eval_batch(cfg, "torch", info.device_type), info)

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from common import cluster, config_io, loop, precision
+from common import cluster, config_io, devices, loop, precision
 from common.clocks import HostStepClock
 from common.config import Config
 from common.trainer import TrainerBase
@@ -201,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as error:  # the rendezvous did not complete in time
         print(f"error: {error}", file=sys.stderr)
         return 1
+    cfg = devices.resolve_eval_batch(cfg, "torch", info.device_type)
     status, code = loop.execute(cfg, options, TorchTrainer(cfg, info))
     if status != "success":  # peers may be gone: leave without waiting for them
         os._exit(code)

@@ -100,3 +100,15 @@ def test_task_sh_gives_each_task_its_own_gpu_and_leaves_extra_tasks_unbound():
     assert task_sh(CUDA_VISIBLE_DEVICES="4,5", SLURM_LOCALID="2") == "4,5|"  # place() refuses
     assert task_sh(CUDA_VISIBLE_DEVICES="7", SLURM_LOCALID="1", SLURM_GPUS_PER_TASK="1") == "7|1"
     assert task_sh(SLURM_LOCALID="1") == "|"  # no GPUs at all
+
+
+def test_auto_eval_batch_is_each_frameworks_fastest_on_the_device_and_is_recorded():
+    from common import config_io
+
+    auto = config_io.load_config(None, [])
+    assert auto.train.eval_batch_size == 0
+    assert devices.resolve_eval_batch(auto, "torch", "cpu").train.eval_batch_size == 100
+    assert devices.resolve_eval_batch(auto, "tf", "cpu").train.eval_batch_size == 1000
+    assert devices.resolve_eval_batch(auto, "torch", "gpu").train.eval_batch_size == 1000
+    chosen = config_io.load_config(None, ["train.eval_batch_size=250"])
+    assert devices.resolve_eval_batch(chosen, "torch", "cpu").train.eval_batch_size == 250
