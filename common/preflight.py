@@ -21,9 +21,10 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-from common import metrics
+from common import collectives, metrics
 
 MARK = "PREFLIGHT "
 SIZES = [8 * 8**k for k in range(8)] + [64 * 2**20]  # 8 B, 64 B, ... 16 MiB, 64 MiB
@@ -45,6 +46,28 @@ def bandwidth_row(size_bytes: int, seconds: float, world_size: int) -> dict:
         "algbw_gbps": algbw / 1e9,
         "busbw_gbps": algbw * 2 * (world_size - 1) / world_size / 1e9,
     }
+
+
+def ranks_and_bandwidth(
+    seen: dict,
+    *,
+    rank: int,
+    world_size: int,
+    all_reduce_sum: collectives.AllReduceSum,
+    all_reduce_seconds: Callable[[int, int], float],
+) -> tuple[list[dict], list[dict]]:
+    """Collective, for a framework's probe: every rank's `seen`, in rank order, and the
+    all-reduce timings over SIZES (`all_reduce_seconds(bytes, repetitions)`; none for one
+    rank)."""
+    exchange = {"rank": rank, "world_size": world_size, "all_reduce_sum": all_reduce_sum}
+    ranks = [json.loads(text) for text in collectives.gather_texts(json.dumps(seen), **exchange)]
+    if world_size == 1:
+        return ranks, []
+    rows = [
+        bandwidth_row(size, all_reduce_seconds(size, repetitions), world_size)
+        for size, repetitions in sizes_and_iterations()
+    ]
+    return ranks, rows
 
 
 class Failed(Exception):

@@ -18,7 +18,7 @@ import time
 import keras
 import tensorflow as tf
 
-from common import cluster, collectives, config_io, preflight
+from common import cluster, config_io, preflight
 from tf_impl import dist
 
 
@@ -80,17 +80,13 @@ def main(argv: list[str] | None = None) -> int:
         "visible_gpus": len(tf.config.list_physical_devices("GPU")),
         "threads": info.threads,
     }
-    exchange = {
-        "rank": info.rank,
-        "world_size": info.world_size,
-        "all_reduce_sum": lambda values: dist.all_reduce_sum(values, info),
-    }
-    ranks = [json.loads(text) for text in collectives.gather_texts(json.dumps(seen), **exchange)]
-    bandwidth = []
-    if info.distributed:
-        for size, iterations in preflight.sizes_and_iterations():
-            seconds = all_reduce_seconds(size, iterations, info)
-            bandwidth.append(preflight.bandwidth_row(size, seconds, info.world_size))
+    ranks, bandwidth = preflight.ranks_and_bandwidth(
+        seen,
+        rank=info.rank,
+        world_size=info.world_size,
+        all_reduce_sum=lambda values: dist.all_reduce_sum(values, info),
+        all_reduce_seconds=lambda size, repetitions: all_reduce_seconds(size, repetitions, info),
+    )
     found = {
         "framework": "tf",
         "backend": cfg.tf.communication,

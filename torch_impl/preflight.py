@@ -17,7 +17,7 @@ import time
 import torch
 import torch.distributed as torch_dist
 
-from common import cluster, collectives, config_io, preflight
+from common import cluster, config_io, preflight
 from torch_impl import dist
 from torch_impl.parallel import resolve_strategy
 from torch_impl.precision import apply_tf32
@@ -69,17 +69,13 @@ def main(argv: list[str] | None = None) -> int:
         "visible_gpus": torch.cuda.device_count() if torch.cuda.is_available() else 0,
         "threads": info.threads,
     }
-    exchange = {
-        "rank": info.rank,
-        "world_size": info.world_size,
-        "all_reduce_sum": lambda values: dist.all_reduce_sum(values, info),
-    }
-    ranks = [json.loads(text) for text in collectives.gather_texts(json.dumps(seen), **exchange)]
-    bandwidth = []
-    if info.distributed:
-        for size, iterations in preflight.sizes_and_iterations():
-            seconds = all_reduce_seconds(size, iterations, info)
-            bandwidth.append(preflight.bandwidth_row(size, seconds, info.world_size))
+    ranks, bandwidth = preflight.ranks_and_bandwidth(
+        seen,
+        rank=info.rank,
+        world_size=info.world_size,
+        all_reduce_sum=lambda values: dist.all_reduce_sum(values, info),
+        all_reduce_seconds=lambda size, repetitions: all_reduce_seconds(size, repetitions, info),
+    )
     found = {
         "framework": "torch",
         "backend": info.backend or "none",
