@@ -9,6 +9,7 @@ ranks_to_hosts(["a", "b"], [2, 2], "cyclic") -> ("a", "b", "a", "b")
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import shutil
 import subprocess
@@ -79,7 +80,7 @@ def expand_hostlist(text: str) -> list[str]:
         pieces = re.split(r"\[([^\]]*)\]", item)
         # pieces alternates literal text and bracket bodies: lit, body, lit, body, lit
         literals, ranges = pieces[0::2], [_expand_range_set(p, text) for p in pieces[1::2]]
-        if len(hosts) + _product(ranges) > MAX_HOSTS:
+        if len(hosts) + math.prod(len(values) for values in ranges) > MAX_HOSTS:
             raise HostlistError(f"host list {text!r} names more than {MAX_HOSTS:,} hosts")
         order = [*range(len(ranges) - 2, -1, -1), len(ranges) - 1] if ranges else []
         for combo in itertools.product(*(ranges[index] for index in order)):
@@ -91,13 +92,6 @@ def expand_hostlist(text: str) -> list[str]:
                 )
             )
     return hosts
-
-
-def _product(ranges: list[list[str]]) -> int:
-    count = 1
-    for values in ranges:
-        count *= len(values)
-    return count
 
 
 def expand_with_slurm(text: str) -> list[str] | None:

@@ -48,26 +48,49 @@ def bandwidth_row(size_bytes: int, seconds: float, world_size: int) -> dict:
     }
 
 
-def ranks_and_bandwidth(
-    seen: dict,
+def report_probe(
+    info,
     *,
-    rank: int,
-    world_size: int,
-    all_reduce_sum: collectives.AllReduceSum,
+    framework: str,
+    backend: str,
+    versions: dict[str, str],
+    visible_gpus: int,
+    tf32: dict,
+    precisions: list[str],
+    strategies: list[str],
     all_reduce_seconds: Callable[[int, int], float],
-) -> tuple[list[dict], list[dict]]:
-    """Collective, for a framework's probe: every rank's `seen`, in rank order, and the
-    all-reduce timings over SIZES (`all_reduce_seconds(bytes, repetitions)`; none for one
-    rank)."""
-    exchange = {"rank": rank, "world_size": world_size, "all_reduce_sum": all_reduce_sum}
+    all_reduce_sum: collectives.AllReduceSum,
+) -> None:
+    """Collective, the body of both frameworks' probes: gather what every rank sees (`info`,
+    a framework's DistInfo), time all-reduces over SIZES (`all_reduce_seconds(bytes,
+    repetitions)`; none for one rank), and print the chief's `MARK {json}` line."""
+    seen = {
+        "node": info.spec.node,
+        "device": f"{info.device_type}:{info.device_name}",
+        "visible_gpus": visible_gpus,
+        "threads": info.threads,
+    }
+    exchange = {"rank": info.rank, "world_size": info.world_size, "all_reduce_sum": all_reduce_sum}
     ranks = [json.loads(text) for text in collectives.gather_texts(json.dumps(seen), **exchange)]
-    if world_size == 1:
-        return ranks, []
-    rows = [
-        bandwidth_row(size, all_reduce_seconds(size, repetitions), world_size)
-        for size, repetitions in sizes_and_iterations()
-    ]
-    return ranks, rows
+    rows = []
+    if info.world_size > 1:
+        rows = [
+            bandwidth_row(size, all_reduce_seconds(size, repetitions), info.world_size)
+            for size, repetitions in sizes_and_iterations()
+        ]
+    found = {
+        "framework": framework,
+        "backend": backend,
+        "world_size": info.world_size,
+        "versions": versions,
+        "ranks": ranks,
+        "tf32": tf32,
+        "precisions": precisions,
+        "strategies": strategies,
+        "all_reduce": rows,
+    }
+    if info.is_chief:
+        print(MARK + json.dumps(found), flush=True)
 
 
 class Failed(Exception):

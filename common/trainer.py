@@ -136,6 +136,9 @@ class TrainerBase:
     def threads(self) -> dict[str, int]:
         return dict(self.info.threads)
 
+    def versions(self) -> dict[str, str]:
+        return self.dist.versions(self.info)
+
     def step_clock(self) -> StepClock:
         return HostStepClock(self.synchronize)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+import keras
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.eager import context
@@ -105,6 +106,16 @@ def setup_distributed(cfg: Config, spec: cluster.ClusterSpec) -> DistInfo:
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     device = "GPU:0" if device_type == "gpu" else "CPU:0"  # the one device left visible
     return DistInfo(spec, strategy, device, device_type, device_name, threads)
+
+
+def versions(info: DistInfo) -> dict[str, str]:
+    """TensorFlow's libraries that shape a run on this worker's device (CUDA, cuDNN on a GPU)."""
+    found = {"tensorflow": tf.__version__, "keras": keras.__version__}
+    if info.device_type == "gpu":
+        build = tf.sysconfig.get_build_info()
+        found["cuda"] = str(build.get("cuda_version", ""))
+        found["cudnn"] = str(build.get("cudnn_version", ""))
+    return found
 
 
 def leave_together(info: DistInfo, timeout_s: float) -> None:

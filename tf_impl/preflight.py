@@ -10,12 +10,10 @@ sees, the TF32 setting, the precisions this hardware runs, and all-reduce bandwi
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 
-import keras
 import tensorflow as tf
 
 from common import cluster, config_io, preflight
@@ -69,39 +67,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     tf.config.experimental.enable_tensor_float_32_execution(cfg.dist.tf32)
-    versions = {"tensorflow": tf.__version__, "keras": keras.__version__}
-    if info.device_type == "gpu":
-        build = tf.sysconfig.get_build_info()
-        versions["cuda"] = str(build.get("cuda_version", ""))
-        versions["cudnn"] = str(build.get("cudnn_version", ""))
-    seen = {
-        "node": spec.node,
-        "device": f"{info.device_type}:{info.device_name}",
-        "visible_gpus": len(tf.config.list_physical_devices("GPU")),
-        "threads": info.threads,
-    }
-    ranks, bandwidth = preflight.ranks_and_bandwidth(
-        seen,
-        rank=info.rank,
-        world_size=info.world_size,
-        all_reduce_sum=lambda values: dist.all_reduce_sum(values, info),
+    enabled = tf.config.experimental.tensor_float_32_execution_enabled()
+    preflight.report_probe(
+        info,
+        framework="tf",
+        backend=cfg.tf.communication,
+        versions=dist.versions(info),
+        visible_gpus=len(tf.config.list_physical_devices("GPU")),
+        tf32={"tensor_float_32_execution": enabled},
+        precisions=precisions(info.device_type),
+        strategies=["mwms"],
         all_reduce_seconds=lambda size, repetitions: all_reduce_seconds(size, repetitions, info),
+        all_reduce_sum=lambda values: dist.all_reduce_sum(values, info),
     )
-    found = {
-        "framework": "tf",
-        "backend": cfg.tf.communication,
-        "world_size": info.world_size,
-        "versions": versions,
-        "ranks": ranks,
-        "tf32": {
-            "tensor_float_32_execution": tf.config.experimental.tensor_float_32_execution_enabled()
-        },
-        "precisions": precisions(info.device_type),
-        "strategies": ["mwms"],
-        "all_reduce": bandwidth,
-    }
-    if info.is_chief:
-        print(preflight.MARK + json.dumps(found), flush=True)
     dist.leave_together(info, cfg.dist.timeout_s)
     sys.stdout.flush()
     os._exit(0)  # as tf_impl.train: the strategy's teardown stalls for tens of seconds

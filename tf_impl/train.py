@@ -149,14 +149,6 @@ class TfTrainer(TrainerBase):
             "how": f"Keras policy {POLICY[self.cfg.tf.mixed_precision]}",
         }
 
-    def versions(self) -> dict[str, str]:
-        found = {"tensorflow": tf.__version__, "keras": keras.__version__}
-        if self.info.device_type == "gpu":
-            build = tf.sysconfig.get_build_info()
-            found["cuda"] = str(build.get("cuda_version", ""))
-            found["cudnn"] = str(build.get("cudnn_version", ""))
-        return found
-
     def build(self) -> None:
         cfg, info = self.cfg, self.info
         self.data = build_dataset(cfg, info)  # held here: its iterators must outlive the loop

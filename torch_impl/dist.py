@@ -103,6 +103,16 @@ def setup_distributed(cfg: Config, spec: cluster.ClusterSpec) -> DistInfo:
     return DistInfo(spec, device, **described, backend=backend, store=store)
 
 
+def versions(info: DistInfo) -> dict[str, str]:
+    """torch's libraries that shape a run on this rank's device (CUDA, cuDNN, NCCL on a GPU)."""
+    found = {"torch": torch.__version__}
+    if info.device.type == "cuda":
+        found["cuda"] = str(torch.version.cuda)
+        found["cudnn"] = str(torch.backends.cudnn.version())
+        found["nccl"] = ".".join(str(part) for part in torch.cuda.nccl.version())
+    return found
+
+
 def all_reduce_sum(values: np.ndarray, info: DistInfo) -> np.ndarray:
     """The float64 sum of `values` over the ranks, on every rank (a copy for one process).
     The sum runs on the rank's device: NCCL reduces CUDA tensors only."""

@@ -10,7 +10,6 @@ TF32 settings, the precisions this hardware runs, and all-reduce bandwidth over 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
@@ -58,37 +57,18 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    versions = {"torch": torch.__version__}
-    if info.device.type == "cuda":
-        versions["cuda"] = str(torch.version.cuda)
-        versions["cudnn"] = str(torch.backends.cudnn.version())
-        versions["nccl"] = ".".join(str(part) for part in torch.cuda.nccl.version())
-    seen = {
-        "node": spec.node,
-        "device": f"{info.device_type}:{info.device_name}",
-        "visible_gpus": torch.cuda.device_count() if torch.cuda.is_available() else 0,
-        "threads": info.threads,
-    }
-    ranks, bandwidth = preflight.ranks_and_bandwidth(
-        seen,
-        rank=info.rank,
-        world_size=info.world_size,
-        all_reduce_sum=lambda values: dist.all_reduce_sum(values, info),
+    preflight.report_probe(
+        info,
+        framework="torch",
+        backend=info.backend or "none",
+        versions=dist.versions(info),
+        visible_gpus=torch.cuda.device_count() if torch.cuda.is_available() else 0,
+        tf32=apply_tf32(cfg.dist.tf32),
+        precisions=precisions(info.device),
+        strategies=["single"] if info.world_size == 1 else ["ddp", "fsdp2", "fsdp1"],
         all_reduce_seconds=lambda size, repetitions: all_reduce_seconds(size, repetitions, info),
+        all_reduce_sum=lambda values: dist.all_reduce_sum(values, info),
     )
-    found = {
-        "framework": "torch",
-        "backend": info.backend or "none",
-        "world_size": info.world_size,
-        "versions": versions,
-        "ranks": ranks,
-        "tf32": apply_tf32(cfg.dist.tf32),
-        "precisions": precisions(info.device),
-        "strategies": ["single"] if info.world_size == 1 else ["ddp", "fsdp2", "fsdp1"],
-        "all_reduce": bandwidth,
-    }
-    if info.is_chief:
-        print(preflight.MARK + json.dumps(found), flush=True)
     dist.leave_together(info, cfg.dist.timeout_s)
     return 0
 

@@ -125,13 +125,6 @@ class TorchTrainer(TrainerBase):
         )
         return {**described, "tf32_settings": self.tf32, "how": HOW[self.strategy]}
 
-    def versions(self) -> dict[str, str]:
-        found = {"torch": torch.__version__}
-        if self.info.device.type == "cuda":
-            found["cuda"] = str(torch.version.cuda)
-            found["nccl"] = ".".join(str(part) for part in torch.cuda.nccl.version())
-        return found
-
     def build(self) -> None:
         cfg, info = self.cfg, self.info
         self.data = build_dataset(cfg, info)
