@@ -4,7 +4,7 @@
 #   make setup CONSTRAINTS=my.txt    other pins (a cluster's own wheel versions)
 #   make setup FRAMEWORKS=system     use the torch/TensorFlow already installed (module load ...)
 #   make data                        fetch + verify MNIST into $(MNIST_DIR)
-#   make test | make demo | make preflight | make lint
+#   make test | make demo | make preflight | make sizes | make lint
 
 PYTHON      ?= python3
 VENV        ?= .venv
@@ -29,7 +29,7 @@ endif
 
 export MNIST_DIR
 
-.PHONY: setup data test test-common test-torch test-tf test-slurm demo preflight lint clean
+.PHONY: setup data test test-common test-torch test-tf test-slurm demo preflight sizes lint clean
 
 setup: $(STAMP)
 
@@ -76,6 +76,13 @@ demo: setup data
 	$(PY) -m tf_impl.train $(DEMO_RUN) --set output.run_name=tf-mwms-w1 2>&1 | $(TF_NOISE)
 	$(LAUNCH2) $(PY) -m tf_impl.train $(DEMO_RUN) --set output.run_name=tf-mwms-w2 2>&1 | $(TF_NOISE)
 	$(PY) compare.py $(DEMO_DIR) --out $(DEMO_DIR)/report --target 0.96
+
+# The model-size axis on this machine (common.sizes): 0.1M to 300M parameters, synthetic data,
+# torch single/ddp/fsdp1/fsdp2 and TensorFlow MWMS on 2 ranks, then compare.py's report.
+SIZES_DIR ?= results/sizes
+sizes: setup
+	rm -rf $(SIZES_DIR)
+	$(PY) -m common.sizes --out $(SIZES_DIR) 2>&1 | $(TF_NOISE)
 
 # Check this machine before a sweep: both frameworks on 2 local ranks (common.preflight).
 preflight: setup data

@@ -21,7 +21,7 @@ import os
 import sys
 from pathlib import Path
 
-from common import report
+from common import report, sizes, tables
 from common.metrics import METRICS_FILENAME, scan
 from common.report import Run
 
@@ -132,8 +132,10 @@ def assert_close(a: str, b: str, rtol: float, steps: int) -> int:
     return 0
 
 
-def write_outputs(out: Path, groups, runs_by_group, notes, problems, target: float) -> Path:
-    from common import pages, plots
+def write_outputs(
+    out: Path, groups, runs_by_group, notes, problems, target: float, size_rows: list[dict]
+) -> Path:
+    from common import pages, plots, sizeplot
 
     out.mkdir(parents=True, exist_ok=True)
     rendered = []
@@ -141,13 +143,19 @@ def write_outputs(out: Path, groups, runs_by_group, notes, problems, target: flo
         folder = out / ("plots" if index == 0 else f"plots-group{index + 1}")
         pictures = plots.write_plots(rows, members, folder, target)
         rendered.append(pages.Group(key, rows, members, pictures))
-    pages.write_html(rendered, notes, problems, target=target, path=out / "report.html")
-    pages.write_markdown(rendered, notes, problems, target=target, path=out / "report.md")
+    size = None
+    if size_rows:
+        picture = sizeplot.plot_sizes(size_rows, out / "size.png")
+        size = pages.SizeAxis(sizes.size_table_lines(size_rows), picture, sizeplot.CAPTION)
+    written = {"target": target, "size": size}
+    pages.write_html(rendered, notes, problems, path=out / "report.html", **written)
+    pages.write_markdown(rendered, notes, problems, path=out / "report.md", **written)
     all_rows = [{**group.key, **row} for group in rendered for row in group.rows]
-    (out / "report.csv").write_text(report.csv_table(all_rows), encoding="utf-8")
+    (out / "report.csv").write_text(tables.csv_table(all_rows), encoding="utf-8")
     document = {
         "target_accuracy": target,
         "groups": [{"key": group.key, "rows": group.rows} for group in rendered],
+        "model_sizes": size_rows,
         "not_side_by_side": notes,
         "problems": problems,
     }
@@ -205,22 +213,27 @@ def _main(argv: list[str] | None) -> int:
     for (key, _), rows in zip(groups, runs_by_group, strict=True):
         title = ", ".join(f"{name} {value}" for name, value in key.items())
         if args.format == "terminal":
-            print(f"== {title}\n{report.terminal_table(rows)}")
+            print(f"== {title}\n{tables.terminal_table(rows)}")
         elif args.format == "markdown":
-            print(f"## {title}\n\n{report.markdown_table(rows)}\n")
+            print(f"## {title}\n\n{tables.markdown_table(rows)}\n")
         elif args.format == "csv":
-            print(report.csv_table([{**key, **row} for row in rows]), end="")
+            print(tables.csv_table([{**key, **row} for row in rows]), end="")
         else:
             print(json.dumps({"key": key, "target_accuracy": target, "rows": rows}))
+    size_rows = sizes.size_rows(runs)
+    if size_rows and args.format in ("terminal", "markdown"):
+        print(f"== model-size axis\n{tables.aligned(sizes.size_table_lines(size_rows))}")
     all_rows = [row for rows in runs_by_group for row in rows]
     if args.format in ("terminal", "markdown") and all_rows:
         bullet = "  *" if args.format == "terminal" else "-"
-        print("\n".join(f"{bullet} {note}" for note in report.footnotes(all_rows, target)))
+        print("\n".join(f"{bullet} {note}" for note in tables.footnotes(all_rows, target)))
     for note in notes:
         print(f"not side by side: {note}", file=sys.stderr)
     if args.out and runs:
         try:
-            html_path = write_outputs(args.out, groups, runs_by_group, notes, problems, target)
+            html_path = write_outputs(
+                args.out, groups, runs_by_group, notes, problems, target, size_rows
+            )
         except RuntimeError as error:  # matplotlib missing
             problems.append(str(error))
         else:

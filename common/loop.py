@@ -20,7 +20,7 @@ from typing import SupportsFloat
 
 import numpy as np
 
-from common import memory, precision, resume, run, session
+from common import memory, precision, resume, run, session, weights
 from common.config import Config
 from common.lastwords import LastWords
 from common.optim import learning_rate
@@ -175,6 +175,9 @@ def train_epochs(
     """Build, resume, then train, evaluate, record and checkpoint epoch by epoch; export."""
     trainer.build()
     start_epoch, elapsed_before = session.resume_state(trainer, current)
+    # MFU's terms: the model's FLOPs per training sample and the ranks' summed peak (collective).
+    flops = weights.train_flops_per_sample(cfg.model)
+    peak_total = float(trainer.all_reduce_sum(np.array([trainer.peak_flops()]))[0])
     progress = Progress(
         enabled=options.progress and trainer.spec.is_chief,
         epochs=cfg.train.epochs,
@@ -204,6 +207,8 @@ def train_epochs(
             replicas=precision.gather_replica_state(
                 trainer.replica_digest(), trainer.loss_scaling(), **session.exchange(trainer)
             ),
+            flops_per_sample=flops,
+            peak_flops=peak_total,
         )
         current.epochs.append(record)
         current.write(record)

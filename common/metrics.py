@@ -102,15 +102,23 @@ SCHEMA: dict[str, dict[str, tuple[type, ...]]] = {
 # Fields added after version 1 was published: the suite writes them always, a reader checks
 # them where present, so that files written before them stay readable.
 ADDED: dict[str, dict[str, tuple[type, ...]]] = {
-    "run_start": {"numerics": (dict,), "threads": (dict,)},
+    "run_start": {"numerics": (dict,), "threads": (dict,), "model_params": (int,)},
     "epoch": {
         "replicas_in_sync": (bool, type(None)),
         "loss_scale": (list, type(None)),
         "skipped_steps": (list, type(None)),
+        "first_step_s": _NULLABLE_NUMBER,
+        "flops_per_sample": (int,),
+        "peak_flops": _NUMBER,
+        "mfu": _NULLABLE_NUMBER,
     },
 }
 
-MEMORY_ADDED: dict[str, tuple[type, ...]] = {"reserved_peak_bytes": (int, type(None))}
+MEMORY_ADDED: dict[str, tuple[type, ...]] = {
+    "reserved_peak_bytes": (int, type(None)),
+    "baseline_bytes": (int,),  # before the model was built (common.memory.BASELINE_AT)
+    "peak_above_baseline_bytes": (int,),  # peak_bytes - baseline_bytes, at least 0
+}
 
 # One entry of an epoch record's "memory" list: one rank's peak and its exact state bytes.
 MEMORY_SCHEMA: dict[str, tuple[type, ...]] = {

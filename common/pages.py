@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common import verdict
-from common.report import Run, footnotes, markdown_table, table_lines
+from common.report import Run
+from common.tables import footnotes, markdown_table, table_lines
 
 TITLE = "Distributed MNIST: PyTorch vs TensorFlow"
 CAPTIONS = {
@@ -63,8 +64,37 @@ def _table(rows: list[dict], page: Path) -> list[str]:
     return parts + ["</table>"]
 
 
+@dataclass
+class SizeAxis:
+    """The model-size section: its table (header first) and figure."""
+
+    lines: list[list[str]]
+    picture: Path
+    caption: str
+
+
+def _size_html(size: SizeAxis) -> list[str]:
+    encoded = base64.b64encode(size.picture.read_bytes()).decode()
+    parts = ["<h2>Model-size axis</h2><table><tr>"]
+    parts[0] += "".join(f"<th>{html.escape(c)}</th>" for c in size.lines[0]) + "</tr>"
+    for line in size.lines[1:]:
+        parts.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in line) + "</tr>")
+    parts.append("</table>")
+    parts.append(
+        f"<figure><img alt='size' src='data:image/png;base64,{encoded}'>"
+        f"<figcaption>{html.escape(size.caption)}</figcaption></figure>"
+    )
+    return parts
+
+
 def write_html(
-    groups: list[Group], notes: list[str], problems: list[str], *, target: float, path: Path
+    groups: list[Group],
+    notes: list[str],
+    problems: list[str],
+    *,
+    target: float,
+    path: Path,
+    size: SizeAxis | None = None,
 ) -> None:
     every_run = [run for group in groups for run in group.runs]
     parts = [
@@ -90,6 +120,8 @@ def write_html(
                 f"<figure><img alt='{picture.stem}' src='data:image/png;base64,"
                 f"{encoded}'><figcaption>{caption}</figcaption></figure>"
             )
+    if size is not None:
+        parts += _size_html(size)
     all_rows = [row for group in groups for row in group.rows]
     sections = (
         ("Notes on the columns", footnotes(all_rows, target)),
@@ -104,7 +136,13 @@ def write_html(
 
 
 def write_markdown(
-    groups: list[Group], notes: list[str], problems: list[str], *, target: float, path: Path
+    groups: list[Group],
+    notes: list[str],
+    problems: list[str],
+    *,
+    target: float,
+    path: Path,
+    size: SizeAxis | None = None,
 ) -> None:
     out = [f"# {TITLE}", ""]
     for index, group in enumerate(groups, start=1):
@@ -125,6 +163,11 @@ def write_markdown(
                 f"*{CAPTIONS.get(picture.stem, picture.stem)}*",
                 "",
             ]
+    if size is not None:
+        out += ["## Model-size axis", "", "| " + " | ".join(size.lines[0]) + " |"]
+        out += ["|" + "---|" * len(size.lines[0])]
+        out += ["| " + " | ".join(line) + " |" for line in size.lines[1:]] + [""]
+        out += [f"![size]({size.picture.relative_to(path.parent)})", "", f"*{size.caption}*", ""]
     all_rows = [row for group in groups for row in group.rows]
     out += ["## Notes on the columns", ""] + [f"- {n}" for n in footnotes(all_rows, target)]
     out += [""] + [f"- not side by side: {note}" for note in notes]

@@ -6,8 +6,6 @@ No plotting and no framework here; `common.plots` draws from the same rows.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import statistics
@@ -101,8 +99,9 @@ class Run:
         """The readable part of `comparable`, for a group's heading."""
         flat = self.comparable()
         batch, mode = flat.get("train.batch_size"), flat.get("train.batch_mode")
+        params = self.start.get("model_params")
         return {
-            "model": self.start["model"],
+            "model": self.start["model"] + (f" ({params / 1e6:.3g}M params)" if params else ""),
             "dataset": self.start["dataset"],
             "train samples": flat.get("data.train_limit") or "all",
             "precision": self.start["precision"],
@@ -137,8 +136,14 @@ class Run:
         return {
             "epoch_s": statistics.median(e["train_time_s"] for e in timed) if timed else None,
             "samples_s": statistics.median(e["samples_per_s"] for e in timed) if timed else None,
+            "eval_s": statistics.median(e["eval_time_s"] for e in timed) if timed else None,
+            "mfu": _median_of(e.get("mfu") for e in timed),
+            "warmup_s": _warmup(self.epochs[0]) if self.epochs else None,
             "first_epoch_only": len(self.epochs) == 1,
             "peak_mib": max(m["peak_bytes"] for m in memory) / MIB if memory else None,
+            "above_mib": max(m["peak_above_baseline_bytes"] for m in memory) / MIB
+            if memory and "peak_above_baseline_bytes" in memory[0]
+            else None,
             "peak_counts": memory[0]["peak_counts"] if memory else "",
             "state_mib": max(m["param_bytes"] + m["grad_bytes"] + m["optim_bytes"] for m in memory)
             / MIB
@@ -149,6 +154,17 @@ class Run:
             "target_s": time_to_target(self.epochs, target),
             "status": self.end["status"] if self.end else "unfinished",
         }
+
+
+def _warmup(first_epoch: dict) -> float | None:
+    """Epoch 1's first step beyond a typical step: tracing, compiling, warm-up."""
+    first = first_epoch.get("first_step_s")
+    return None if first is None else max(0.0, first - first_epoch["step_time_p50_s"])
+
+
+def _median_of(values) -> float | None:
+    present = [value for value in values if value is not None]
+    return statistics.median(present) if present else None
 
 
 def group_runs(runs: list[Run]) -> tuple[list[tuple[dict, list[Run]]], list[str]]:
@@ -237,7 +253,18 @@ def rows_for(runs: list[Run], target: float | None = None) -> list[dict]:
         for name in ("epoch_s", "samples_s"):
             middle, low, high, used = interval([s[name] for s in summaries])
             row.update({name: middle, f"{name}_low": low, f"{name}_high": high})
-        for name in ("peak_mib", "state_mib", "final_acc", "best_acc", "target_s"):
+        kept = (
+            "eval_s",
+            "mfu",
+            "warmup_s",
+            "peak_mib",
+            "above_mib",
+            "state_mib",
+            "final_acc",
+            "best_acc",
+            "target_s",
+        )
+        for name in kept:
             values = [s[name] for s in summaries if s[name] is not None]
             row[name] = statistics.median(values) if values else None
         row["peak_counts"] = summaries[0]["peak_counts"]
@@ -259,91 +286,3 @@ def add_efficiency(rows: list[dict]) -> None:
         ok = base and base["samples_s"] and row["samples_s"]
         row["efficiency"] = row["samples_s"] / (row["world"] * base["samples_s"]) if ok else None
         row["baseline"] = f"{base['strategy']} x1" if ok else ""
-
-
-COLUMNS = [  # key, header, digits
-    ("framework", "framework", 0),
-    ("strategy", "strategy", 0),
-    ("world", "workers", 0),
-    ("layout", "layout", 0),
-    ("runs", "runs", 0),
-    ("epoch_s", "epoch s", 3),
-    ("samples_s", "samples/s", 0),
-    ("efficiency", "scaling eff %", 0),
-    ("peak_mib", "peak MiB/rank", 0),
-    ("state_mib", "state MiB/rank", 1),
-    ("final_acc", "final acc", 4),
-    ("best_acc", "best acc", 4),
-    ("target_s", "to target s", 1),
-    ("status", "status", 0),
-]
-
-
-PERCENT = ("efficiency",)  # fractions in the rows, percentages on the page
-
-
-def _text(row: dict, key: str, digits: int) -> str:
-    value = row.get(key)
-    if value is None:
-        return "-"
-    if key in PERCENT:
-        return f"{100 * value:,.{digits}f}"
-    if isinstance(value, float):
-        text = f"{value:,.{digits}f}"
-        if row.get(f"{key}_low") is not None:
-            text += f" [{row[f'{key}_low']:,.{digits}f}, {row[f'{key}_high']:,.{digits}f}]"
-        return text
-    return str(value)
-
-
-def table_lines(rows: list[dict]) -> list[list[str]]:
-    return [[header for _, header, _ in COLUMNS]] + [
-        [_text(row, key, digits) for key, _, digits in COLUMNS] for row in rows
-    ]
-
-
-def terminal_table(rows: list[dict]) -> str:
-    lines = table_lines(rows)
-    widths = [max(len(line[i]) for line in lines) for i in range(len(COLUMNS))]
-    return "\n".join(
-        "  ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True))
-        for line in lines
-    )
-
-
-def markdown_table(rows: list[dict]) -> str:
-    lines = table_lines(rows)
-    out = ["| " + " | ".join(lines[0]) + " |", "|" + "---|" * len(COLUMNS)]
-    out += ["| " + " | ".join(line) + " |" for line in lines[1:]]
-    return "\n".join(out)
-
-
-def csv_table(rows: list[dict]) -> str:
-    buffer = io.StringIO()
-    keys = list(rows[0]) if rows else []
-    writer = csv.DictWriter(buffer, fieldnames=keys)
-    writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue()
-
-
-def footnotes(rows: list[dict], target: float | None = None) -> list[str]:
-    notes = [
-        "epoch s and samples/s: medians over epochs 2.. of each run (epoch 1 holds warm-up "
-        "and tracing), then the median over repeats; [low, high] = 95% t-interval of the "
-        "mean over repeats (fastest and slowest dropped from 5 repeats on)",
-        "scaling eff % = samples/s / (workers x samples/s of the same framework's 1-worker "
-        "run): strong scaling with a global batch, weak scaling with a per-rank batch",
-        "state MiB/rank = parameters + gradients + optimizer state held by one rank (exact bytes)",
-        "layout = nodes x ranks per node, and the launcher; runs of different layouts are "
-        "separate rows",
-        f"to target s = run time (epoch loop) when val accuracy first reached {target:.2%}"
-        if target is not None
-        else "to target s = run time when val accuracy first reached train.target_accuracy",
-    ]
-    counts = sorted({row["peak_counts"] for row in rows if row["peak_counts"]})
-    if counts:
-        notes.append("peak MiB/rank = the largest rank's " + "; ".join(counts))
-    if any(row["first_epoch_only"] for row in rows):
-        notes.append("runs of one epoch: their times include warm-up and tracing")
-    return notes

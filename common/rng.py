@@ -33,12 +33,13 @@ def stream_key(*parts: int) -> np.uint64:
     return key[0]
 
 
-def random_bits(key: np.uint64, count: int) -> np.ndarray:
-    """`count` uint64 values of the stream `key`."""
+def random_bits(key: np.uint64, count: int, start: int = 0) -> np.ndarray:
+    """`count` uint64 values of the stream `key`, from its value number `start` on: a stream
+    can be drawn in pieces, and the pieces join to the values drawn at once."""
     with np.errstate(over="ignore"):
-        return splitmix64(np.arange(count, dtype=np.uint64) + key)
+        return splitmix64(np.arange(start, start + count, dtype=np.uint64) + key)
 
 
-def uniform(key: np.uint64, count: int) -> np.ndarray:
-    """`count` float64 values in [0, 1) with 53 random bits each."""
-    return (random_bits(key, count) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+def uniform(key: np.uint64, count: int, start: int = 0) -> np.ndarray:
+    """`count` float64 values in [0, 1) with 53 random bits each (from value `start` on)."""
+    return (random_bits(key, count, start) >> np.uint64(11)).astype(np.float64) * 2.0**-53

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import data
+from common import data, peak, weights
 from common.cluster import ClusterSpec, unique_stamp
 from common.config import Config
 from common.config_io import add_config_arguments, config_hash, to_dict
@@ -62,6 +62,8 @@ def check_launch(cfg: Config, world_size: int) -> None:
             f"than one global batch of {global_batch}; raise data.train_limit or lower "
             "train.batch_size"
         )
+    if cfg.data.name == "synthetic":  # no files: generated in memory
+        return
     try:
         data.check_files(cfg.data.dir)
     except data.DataError as error:
@@ -111,7 +113,8 @@ def run_start_record(
         },
         "strategy": strategy,
         "model": cfg.model.name,
-        "dataset": "mnist",
+        "model_params": weights.parameter_count(cfg.model),
+        "dataset": cfg.data.name,
         "precision": precision,
         "numerics": numerics,
         "threads": threads,
@@ -185,9 +188,11 @@ def epoch_record(
     elapsed_s: float,
     memory: list[dict],
     replicas: dict,
+    flops_per_sample: int,
+    peak_flops: float,
 ) -> dict:
     """The epoch record (1-based `epoch`); `clock` says what `train_time_s` covers; `replicas`
-    is `common.precision.gather_replica_state`'s."""
+    is `common.precision.gather_replica_state`'s; `peak_flops` the ranks' summed peak."""
     p50, p90 = percentiles(trained.step_times, [50, 90])
     samples = trained.steps * global_batch
     return {
@@ -209,6 +214,10 @@ def epoch_record(
         "elapsed_s": elapsed_s,
         "memory": memory,
         **replicas,
+        "first_step_s": trained.step_times[0] if trained.step_times else None,
+        "flops_per_sample": flops_per_sample,
+        "peak_flops": peak_flops,
+        "mfu": peak.mfu(samples / trained.time_s, flops_per_sample, peak_flops),
     }
 
 

@@ -40,7 +40,11 @@ DESCRIPTIONS = {
     "framework_version": "version of torch or tensorflow",
     "versions": "versions of python, numpy and the framework's libraries (CUDA, NCCL, Keras ...)",
     "model": "mlp or cnn",
-    "dataset": "mnist",
+    "dataset": "mnist, or synthetic (data.name)",
+    "model_params": "parameters of the whole model (weights and biases, common.weights)",
+    "baseline_bytes": "what the rank held before the model was built, in peak_counts' measure",
+    "peak_above_baseline_bytes": "peak_bytes less baseline_bytes: what the model, its training "
+    "and evaluation added",
     "device_type": "cpu or gpu",
     "seed": "train.seed",
     "strategy": "torch: single, ddp, fsdp2, fsdp1; tf: mwms",
@@ -78,6 +82,13 @@ DESCRIPTIONS = {
     "step_time_p50_s": "median step time, seconds",
     "step_time_p90_s": "90th percentile step time, seconds",
     "elapsed_s": "seconds of the run's epoch loop so far, earlier launches included",
+    "first_step_s": "seconds of the epoch's first step; in epoch 1 it holds tracing, compiling "
+    "(torch.compile, XLA) and warm-up, which compare reports as its excess over the median step",
+    "flops_per_sample": "FLOPs of one training sample, 6 x the forward multiply-accumulates of "
+    "the conv and dense layers (common.weights.train_flops_per_sample)",
+    "peak_flops": "FLOP/s: the sum over ranks of each rank's measured GEMM peak at the run's "
+    "precision (common.peak, cached per host)",
+    "mfu": "model FLOPs utilization: samples_per_s x flops_per_sample / peak_flops",
     "memory": "one entry per rank",
     "checkpoint": "folder of the checkpoint the launch went on from",
     "status": "success, failed or aborted",

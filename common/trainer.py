@@ -16,6 +16,7 @@ from typing import Any, Protocol, SupportsFloat
 
 import numpy as np
 
+from common import peak
 from common.clocks import HostStepClock, StepClock
 from common.cluster import ClusterSpec
 from common.config import Config
@@ -92,6 +93,9 @@ class Trainer(Protocol):
 
     def memory_use(self) -> MemoryUse: ...
 
+    def peak_flops(self) -> float:
+        """This rank's peak FLOP/s at the run's precision (`common.peak`: cached or measured)."""
+
     def save_checkpoint(self, folder: Path) -> None:
         """Collective: the state, into `folder` (each rank writes its own part)."""
 
@@ -117,6 +121,7 @@ class TrainerBase:
     dist: ModuleType
     memory: ModuleType
     checkpoint: ModuleType
+    gemm: ModuleType
 
     def __init__(self, cfg: Config, info: Any):
         self.cfg, self.info, self.spec = cfg, info, info.spec
@@ -154,8 +159,24 @@ class TrainerBase:
     def reset_peak_memory(self) -> None:
         self.memory.reset_peak(self.info.device)
 
+    def take_memory_baseline(self) -> None:
+        """Call in build() after the data and before the model (`common.memory.BASELINE_AT`)."""
+        self.memory_baseline = self.memory.baseline(self.info.device)
+
     def memory_use(self) -> MemoryUse:
-        return self.memory.memory_use(self.info.device, self.model, self.optimizer)
+        return self.memory.memory_use(
+            self.info.device, self.model, self.optimizer, self.memory_baseline
+        )
+
+    def peak_flops(self) -> float:
+        tf32 = "+tf32" if self.cfg.dist.tf32 and self.device_type == "gpu" else ""
+        flops, _ = peak.peak_flops(
+            device=f"{self.device_type}:{self.device_name}",
+            precision=self.precision + tf32,
+            threads=self.info.threads.get("intra_op", 0),
+            measure=lambda: self.gemm.gemm_flops(self.info.device, self.precision),
+        )
+        return flops
 
     def save_checkpoint(self, folder: Path) -> None:
         held = {"model": self.model, "optimizer": self.optimizer, "info": self.info}

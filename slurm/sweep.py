@@ -3,19 +3,18 @@
     python slurm/sweep.py --config configs/mlp_adam.yaml [--frameworks torch,tf]
         [--strategies ddp,fsdp2] [--tasks 1,2,4,8] [--repeats 1] [--tasks-per-node N]
         [--gpus-per-task 1] [--nodes N] [--exclusive] [--parallel] [--dry-run] [--wait]
-        [--set k=v ...] [-- extra sbatch options]
+        [--sizes 0.1M,10M,100M,1B] [--set k=v ...] [-- extra sbatch options]
 
-Every cell (framework x strategy x task count x repeat) is one `sbatch slurm/run_slurm.sh`
-job; strategies apply to torch, TensorFlow has one (mwms). The jobs run one after another
-(each depends on the one before, `--dependency=afterany`), so that no two cells share cores
-or links and skew each other's figures; --parallel lets SLURM run them together, and
---exclusive gives each job whole nodes. --nodes spreads every cell over N nodes (its tasks
-must divide evenly); the layout is part of what compare.py compares. With --dry-run the commands are
+Every cell (framework x strategy x task count x model size x repeat) is one `sbatch
+slurm/run_slurm.sh` job; strategies apply to torch, TensorFlow has one (mwms). The jobs run one
+after another (each depends on the one before, `--dependency=afterany`), so that no two cells
+share cores or links and skew each other's figures; --parallel lets SLURM run them together, and
+--exclusive gives each job whole nodes. --nodes spreads every cell over N nodes (its tasks must
+divide evenly); the layout is part of what compare.py compares. With --dry-run the commands are
 printed and nothing is submitted. The manifest, `<results>/sweeps/<sweep>.json`, lists every
-cell with its job id and result folder, so `compare.py <manifest>` finds every run of the
-sweep, finished or failed (a cell whose folder has no metrics is reported as missing).
---wait follows the jobs with `scontrol show job` until all have ended and records their states.
-"""
+cell with its job id and result folder, so `compare.py <manifest>` finds every run of the sweep,
+finished or failed (a cell whose folder has no metrics is reported as missing). --wait follows
+the jobs with `scontrol show job` until all have ended and records their states."""
 
 from __future__ import annotations
 
@@ -30,6 +29,10 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))  # run as a script: common/ is beside slurm/
+
+from common import sizes  # noqa: E402
+
 ENDED = {
     "COMPLETED",
     "FAILED",
@@ -48,23 +51,36 @@ def _list(text: str) -> list[str]:
 
 
 def cells(args) -> list[dict]:
+    """The matrix; `size` is "" without --sizes (the config's own model)."""
     matrix = []
     for framework in _list(args.frameworks):
         strategies = _list(args.strategies) if framework == "torch" else ["mwms"]
-        for strategy, tasks, repeat in itertools.product(
-            strategies, [int(t) for t in _list(args.tasks)], range(1, args.repeats + 1)
+        for strategy, tasks, size, repeat in itertools.product(
+            strategies,
+            [int(t) for t in _list(args.tasks)],
+            _list(args.sizes) or [""],
+            range(1, args.repeats + 1),
         ):
             if framework == "torch" and strategy == "single" and tasks != 1:
                 continue
             matrix.append(
-                {"framework": framework, "strategy": strategy, "tasks": tasks, "repeat": repeat}
+                {
+                    "framework": framework,
+                    "strategy": strategy,
+                    "tasks": tasks,
+                    "size": size,
+                    "repeat": repeat,
+                }
             )
     return matrix
 
 
 def sbatch_command(args, sweep: str, cell: dict, after: str = "") -> list[str]:
     """The sbatch command of one cell; `after`: the job it waits for (sequential sweeps)."""
-    name = f"{sweep}-{cell['framework']}-{cell['strategy']}-n{cell['tasks']}-r{cell['repeat']}"
+    size = f"-{cell['size']}" if cell["size"] else ""
+    name = (
+        f"{sweep}-{cell['framework']}-{cell['strategy']}-n{cell['tasks']}{size}-r{cell['repeat']}"
+    )
     command = [
         "sbatch",
         "--parsable",
@@ -86,6 +102,8 @@ def sbatch_command(args, sweep: str, cell: dict, after: str = "") -> list[str]:
     command += ["slurm/run_slurm.sh", cell["framework"], args.config]
     if cell["framework"] == "torch":
         command += ["--set", f"torch.strategy={cell['strategy']}"]
+    for override in sizes.size_overrides(cell["size"]) if cell["size"] else []:
+        command += ["--set", override]
     for override in args.set:
         command += ["--set", override]
     return command
@@ -117,6 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strategies", default="ddp,fsdp2", help="torch strategies")
     parser.add_argument("--tasks", default="1,2,4,8", help="task (rank) counts")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--sizes",
+        default="",
+        help="model sizes (common.sizes: presets such as 10M, 1B; widths 4096x4096; w<N>); "
+        "pair with --set data.name=synthetic to leave the input pipeline out",
+    )
     parser.add_argument("--tasks-per-node", type=int, default=0)
     parser.add_argument("--gpus-per-task", type=int, default=0)
     parser.add_argument("--nodes", type=int, default=0, help="nodes per cell (tasks split evenly)")
@@ -133,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"config {args.config} not found")
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
+    try:
+        [sizes.size_overrides(size) for size in _list(args.sizes)]
+    except ValueError as error:
+        parser.error(str(error))
     args.results = str(Path(args.results).resolve())
     sweep = args.name or time.strftime("sweep-%Y%m%d-%H%M%S")
     matrix = cells(args)

@@ -55,7 +55,7 @@ def export_model(model: keras.Model, run_dir: Path, info: DistInfo) -> Path:
     """The final weights in the canonical (torch) layout as `model.npz`, written by the chief:
     the same names and shapes as torch_impl's model.pt, so the two can be compared directly.
     Mirrored training must leave every worker with the same weights: checked, bit for bit."""
-    canonical = get_weights(model, model.name)  # build_model names the model after the config
+    canonical = get_weights(model)
     digest = zlib.crc32(b"".join(array.tobytes() for array in canonical.values()))
     digests = collectives.gather_rows(
         [digest],

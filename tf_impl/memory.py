@@ -4,12 +4,10 @@ whole model (the DDP picture)."""
 
 from __future__ import annotations
 
-import resource
-
 import numpy as np
 import tensorflow as tf
 
-from common.memory import MemoryUse
+from common.memory import RSS_PEAK, MemoryUse, rss_bytes
 
 
 def _bytes(variables) -> int:
@@ -27,21 +25,35 @@ def state_bytes(model, optimizer) -> dict[str, int]:
     }
 
 
+def baseline(device: str) -> int:
+    """What the worker holds before the model is built, in the measure `peak` uses.
+    `device`: TensorFlow's name of the worker's device, "GPU:0" or "CPU:0"."""
+    if device.startswith("GPU"):
+        return int(tf.config.experimental.get_memory_info(device)["current"])
+    return rss_bytes()
+
+
 def reset_peak(device: str) -> None:
-    """`device`: TensorFlow's name of the worker's device, "GPU:0" or "CPU:0"."""
     if device.startswith("GPU"):
         tf.config.experimental.reset_memory_stats(device)
+    else:
+        RSS_PEAK.reset()
 
 
 def peak(device: str) -> tuple[int, str]:
     """(bytes, what they count): TensorFlow's allocator peak on the GPU since the last reset,
-    else the process's peak resident set since it started (Linux reports ru_maxrss in KiB)."""
+    else the process's peak resident set (`common.memory.RssPeak`)."""
     if device.startswith("GPU"):
         used = tf.config.experimental.get_memory_info(device)["peak"]
         return int(used), "tf.config.experimental.get_memory_info peak"
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "process peak RSS"
+    return RSS_PEAK.read()
 
 
-def memory_use(device: str, model, optimizer) -> MemoryUse:
+def memory_use(device: str, model, optimizer, baseline_bytes: int) -> MemoryUse:
     peak_bytes, counts = peak(device)
-    return MemoryUse(peak_bytes=peak_bytes, peak_counts=counts, **state_bytes(model, optimizer))
+    return MemoryUse(
+        peak_bytes=peak_bytes,
+        peak_counts=counts,
+        baseline_bytes=baseline_bytes,
+        **state_bytes(model, optimizer),
+    )

@@ -27,7 +27,7 @@ from common.clocks import EpochMeanStepClock, HostStepClock
 from common.config import Config
 from common.rendezvous import RendezvousError
 from common.trainer import TrainerBase
-from tf_impl import checkpoint, dist, memory
+from tf_impl import checkpoint, dist, gemm, memory
 from tf_impl.data import TfData, build_dataset
 from tf_impl.model import build_model
 from tf_impl.optim import AgreedLossScaleOptimizer, build_optimizer, set_learning_rate
@@ -53,13 +53,21 @@ PEER_ERRORS = (
 
 
 def make_train_step(
-    model: keras.Model, optimizer, info: dist.DistInfo, global_batch: int, fault=None
+    model: keras.Model,
+    optimizer,
+    info: dist.DistInfo,
+    global_batch: int,
+    fault=None,
+    jit_compile: bool = False,
 ):
     """A compiled step; returns this worker's share of the global mean loss (the shares of all
     workers add up to the loss of the global batch). `fault`, a variable, multiplies the scaled
-    loss (inf forces an overflow; `common.precision.FORCE_OVERFLOW_VARIABLE`)."""
+    loss (inf forces an overflow; `common.precision.FORCE_OVERFLOW_VARIABLE`). `jit_compile`:
+    the forward and backward pass go through XLA; the all-reduce inside apply_gradients cannot
+    (MWMS's collective ops run outside XLA clusters), so it and the update stay as they are."""
 
-    def replica_step(images, labels):
+    @tf.function(jit_compile=jit_compile)
+    def loss_and_gradients(images, labels):
         with tf.GradientTape() as tape:
             logits = model(images, training=True)
             per_example = keras.losses.sparse_categorical_crossentropy(
@@ -69,7 +77,10 @@ def make_train_step(
             scaled = optimizer.scale_loss(loss)  # loss scaling under fp16, else the loss
             if fault is not None:
                 scaled = scaled * tf.cast(fault, scaled.dtype)
-        gradients = tape.gradient(scaled, model.trainable_variables)
+        return loss, tape.gradient(scaled, model.trainable_variables)
+
+    def replica_step(images, labels):
+        loss, gradients = loss_and_gradients(images, labels)
         # Keras sums the gradients over the workers: sum of (local sum / global batch) is the
         # gradient of the global mean, as DDP's average of local means is.
         optimizer.apply_gradients(list(zip(gradients, model.trainable_variables, strict=True)))
@@ -83,8 +94,8 @@ def make_train_step(
     return train_step
 
 
-def make_eval_step(model: keras.Model):
-    @tf.function
+def make_eval_step(model: keras.Model, jit_compile: bool = False):
+    @tf.function(jit_compile=jit_compile)
     def eval_step(images, labels, weights):
         logits = tf.cast(model(images, training=False), tf.float32)
         losses = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
@@ -115,7 +126,7 @@ class TfTrainer(TrainerBase):
     framework = "tf"
     framework_version = tf.__version__
     strategy = "mwms"
-    dist, memory, checkpoint = dist, memory, checkpoint  # this side's modules, for TrainerBase
+    dist, memory, checkpoint, gemm = dist, memory, checkpoint, gemm  # for TrainerBase
 
     def __init__(self, cfg: Config, info: dist.DistInfo):
         super().__init__(cfg, info)
@@ -153,6 +164,7 @@ class TfTrainer(TrainerBase):
         cfg, info = self.cfg, self.info
         self.data = build_dataset(cfg, info)  # held here: its iterators must outlive the loop
         keras.mixed_precision.set_global_policy(POLICY[cfg.tf.mixed_precision])
+        self.take_memory_baseline()
         with info.strategy.scope():
             self.model = build_model(cfg.model, cfg.train.seed)
             self.optimizer = build_optimizer(cfg.optim)
@@ -165,9 +177,14 @@ class TfTrainer(TrainerBase):
             self.optimizer.build(self.model.trainable_variables)
         self.fault = tf.Variable(1.0, trainable=False) if self.overflow_at else None
         self.step_fn = make_train_step(
-            self.model, self.optimizer, info, self.global_batch, self.fault
+            self.model,
+            self.optimizer,
+            info,
+            self.global_batch,
+            self.fault,
+            jit_compile=cfg.tf.jit_compile,
         )
-        self.eval_step = make_eval_step(self.model)
+        self.eval_step = make_eval_step(self.model, jit_compile=cfg.tf.jit_compile)
 
     def train_step(self, batch, lr: float) -> float:
         set_learning_rate(self.optimizer, lr)

@@ -3,13 +3,11 @@ optimizer state (a shard under FSDP, the whole model under DDP)."""
 
 from __future__ import annotations
 
-import resource
-
 import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 
-from common.memory import MemoryUse
+from common.memory import RSS_PEAK, MemoryUse, rss_bytes
 
 
 def _local_bytes(tensor: torch.Tensor) -> int:
@@ -32,25 +30,33 @@ def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str,
     }
 
 
+def baseline(device: torch.device) -> int:
+    """What the rank holds before the model is built, in the measure `peak` uses."""
+    return torch.cuda.memory_allocated(device) if device.type == "cuda" else rss_bytes()
+
+
 def reset_peak(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+    else:
+        RSS_PEAK.reset()
 
 
 def peak(device: torch.device) -> tuple[int, str]:
-    """(bytes, what they count): allocator peak on CUDA since the last reset, else the
-    process's peak resident set since it started (Linux reports ru_maxrss in KiB)."""
+    """(bytes, what they count): the allocator's peak on CUDA since the last reset (tensors
+    only), else the process's peak resident set (`common.memory.RssPeak`)."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device), "torch.cuda.max_memory_allocated"
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "process peak RSS"
+    return RSS_PEAK.read()
 
 
-def memory_use(device: torch.device, model: nn.Module, optimizer) -> MemoryUse:
+def memory_use(device: torch.device, model: nn.Module, optimizer, baseline_bytes: int) -> MemoryUse:
     peak_bytes, counts = peak(device)
     reserved = torch.cuda.max_memory_reserved(device) if device.type == "cuda" else None
     return MemoryUse(
         peak_bytes=peak_bytes,
         peak_counts=counts,
+        baseline_bytes=baseline_bytes,
         reserved_peak_bytes=reserved,
         **state_bytes(model, optimizer),
     )

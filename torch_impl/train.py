@@ -23,11 +23,10 @@ from common import cluster, config_io, devices, loop, precision
 from common.clocks import HostStepClock
 from common.config import Config
 from common.trainer import TrainerBase
-from torch_impl import checkpoint, dist, memory
+from torch_impl import checkpoint, dist, gemm, memory
 from torch_impl.data import TorchData, build_dataset
-from torch_impl.model import build_model
 from torch_impl.optim import build_optimizer, set_learning_rate
-from torch_impl.parallel import check_options, parallelize, resolve_strategy
+from torch_impl.parallel import build_parallel, check_options, resolve_strategy
 from torch_impl.precision import Amp, apply_tf32
 
 TRAIN_CLOCK = (
@@ -104,7 +103,7 @@ class TorchTrainer(TrainerBase):
 
     framework = "torch"
     framework_version = torch.__version__
-    dist, memory, checkpoint = dist, memory, checkpoint  # this side's modules, for TrainerBase
+    dist, memory, checkpoint, gemm = dist, memory, checkpoint, gemm  # for TrainerBase
 
     def __init__(self, cfg: Config, info: dist.DistInfo):
         super().__init__(cfg, info)
@@ -128,8 +127,9 @@ class TorchTrainer(TrainerBase):
     def build(self) -> None:
         cfg, info = self.cfg, self.info
         self.data = build_dataset(cfg, info)
+        self.take_memory_baseline()
         torch.manual_seed(cfg.train.seed * 1_000_003 + info.rank)  # dropout masks, per rank
-        self.model = parallelize(build_model(cfg.model, cfg.train.seed), cfg, info.device)
+        self.model = build_parallel(cfg, info.device)
         self.optimizer = build_optimizer(cfg.optim, self.model.parameters())
         self.amp.watch(self.optimizer)
 
@@ -195,10 +195,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     cfg = devices.resolve_eval_batch(cfg, "torch", info.device_type)
-    status, code = loop.execute(cfg, options, TorchTrainer(cfg, info))
-    if status != "success":  # peers may be gone: leave without waiting for them
-        os._exit(code)
-    return code
+    trainer = TorchTrainer(cfg, info)  # held: freeing it would free the process group
+    _, code = loop.execute(cfg, options, trainer)
+    # Leave without running destructors, whatever the outcome: peers may be gone after a
+    # failure, and after a success freeing a DDP model frees the process group its Reducer
+    # still holds. ~ProcessGroupGloo then joins gloo's worker threads while holding the GIL,
+    # and a worker that is freeing a finished AsyncWork needs the GIL to release its tensors:
+    # a deadlock, seen here once in a sweep (py-spy: ~Reducer -> ~ProcessGroupGloo ->
+    # thread::join, and ~AsyncWork -> gil_scoped_acquire). Every record is already flushed.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

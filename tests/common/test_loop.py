@@ -93,10 +93,18 @@ class NumpyTrainer:
     def reset_peak_memory(self):
         pass
 
+    def peak_flops(self):
+        return 1e9
+
     def memory_use(self):
         held = self.w.nbytes
         return MemoryUse(
-            peak_bytes=0, peak_counts="nothing", param_bytes=held, grad_bytes=held, optim_bytes=0
+            peak_bytes=0,
+            peak_counts="nothing",
+            baseline_bytes=0,
+            param_bytes=held,
+            grad_bytes=held,
+            optim_bytes=0,
         )
 
     def save_checkpoint(self, folder):
@@ -160,6 +168,9 @@ def test_a_whole_run_writes_every_record(tmp_path):
     assert steps == [3, 6, 9, 12]  # global step numbers across epochs
     assert records[-1]["epochs_completed"] == 3 and records[-1]["error"] is None
     first_epoch = next(r for r in records if r["record"] == "epoch")
+    assert first_epoch["flops_per_sample"] == 655_104  # the config's MLP, common.weights
+    assert first_epoch["peak_flops"] == 1e9  # the one rank's peak_flops()
+    assert first_epoch["mfu"] == pytest.approx(first_epoch["samples_per_s"] * 655_104 / 1e9)
     assert first_epoch["memory"] == [
         {
             "rank": 0,
@@ -168,6 +179,8 @@ def test_a_whole_run_writes_every_record(tmp_path):
             "param_bytes": 64,
             "grad_bytes": 64,
             "optim_bytes": 0,
+            "baseline_bytes": 0,
+            "peak_above_baseline_bytes": 0,
             "reserved_peak_bytes": None,  # no caching allocator measured
         }
     ]

@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from common import data, weights
+from common import data, peak, weights
+from common.config import ModelConfig
 from tests import reference
 
 
@@ -67,3 +68,35 @@ def test_initial_weights_follow_seed_and_torch_default_bounds():
 def test_unknown_model_is_refused():
     with pytest.raises(ValueError, match="unknown model 'resnet'; allowed: mlp, cnn"):
         weights.initial_weights("resnet", 0)
+
+
+def test_training_flops_per_sample_follow_the_layer_shapes():
+    """By hand. CNN: conv1 26*26 outputs x 32 channels x 1*3*3, conv2 24*24 x 64 x 32*3*3,
+    fc1 9216 x 128, fc2 128 x 10. MLP: 784 x 128, 128 x 64, 64 x 10. Training: 6 per MAC."""
+    cnn = 26 * 26 * 32 * 9 + 24 * 24 * 64 * 32 * 9 + 9216 * 128 + 128 * 10
+    assert weights.forward_macs("cnn") == cnn == 11_992_448
+    assert weights.train_flops_per_sample("cnn") == 6 * cnn == 71_954_688
+    assert weights.forward_macs("mlp") == 784 * 128 + 128 * 64 + 64 * 10 == 109_184
+    assert weights.train_flops_per_sample("mlp") == 655_104
+    wide = ModelConfig(name="cnn", width=2)  # channels x2: conv2 and fc1 MACs x4
+    assert weights.forward_macs(wide) == 26 * 26 * 64 * 9 + 24 * 24 * 128 * 64 * 9 + (
+        18432 * 256 + 256 * 10
+    )
+
+
+def test_the_peak_is_measured_once_per_host_and_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv(peak.CACHE_VARIABLE, str(tmp_path))
+    calls = []
+
+    def measure():
+        calls.append(1)
+        return 3.0e11
+
+    first = peak.peak_flops(device="cpu:x", precision="fp32", threads=2, measure=measure)
+    again = peak.peak_flops(device="cpu:x", precision="fp32", threads=2, measure=measure)
+    other = peak.peak_flops(device="cpu:x", precision="bf16", threads=2, measure=measure)
+    assert first == (3.0e11, "measured now") and again[0] == 3.0e11
+    assert again[1].startswith("cached in") and len(calls) == 2  # bf16 is another figure
+    assert other[0] == 3.0e11
+    assert peak.mfu(1000.0, 71_954_688, 3.0e11) == pytest.approx(0.23985, rel=1e-4)
+    assert peak.mfu(1000.0, 1, 0.0) is None

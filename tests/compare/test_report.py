@@ -52,7 +52,7 @@ def test_tables_line_up_both_frameworks_and_set_incomparable_runs_apart(results,
     assert "torch ddp x2) are not put beside the first group: train.batch_size 128 vs 64" in err
     for row in first["rows"]:
         assert row["samples_s"] > 0 and 0 < row["efficiency"] and row["final_acc"] > 0.5
-        assert row["peak_counts"] == "process peak RSS" and row["status"] == "success"
+        assert row["peak_counts"].startswith("process peak RSS") and row["status"] == "success"
     ones = {r["framework"]: r for r in first["rows"] if r["world"] == 1}
     assert ones["tf"]["efficiency"] == ones["torch"]["efficiency"] == 1.0
 

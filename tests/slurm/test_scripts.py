@@ -27,6 +27,20 @@ def test_the_matrix_runs_one_job_after_another_by_default():
     assert not any("--dependency" in line for line in together)
 
 
+def test_sizes_multiply_the_matrix_and_set_each_model():
+    lines = dry_run(
+        "--sizes", "10M,w2", "--tasks", "2", "--set", "data.name=synthetic"
+    ).stdout.splitlines()
+    assert len(lines) == 3 * 2  # (ddp, fsdp2, tf) x two sizes
+    mlp = [line for line in lines if "-10M-r1" in line]
+    assert len(mlp) == 3
+    assert all("--set model.name=mlp --set 'model.hidden=[2816, 2816]'" in line for line in mlp)
+    assert sum("--set model.name=cnn --set model.width=2" in line for line in lines) == 3
+    assert all(line.endswith("--set data.name=synthetic") for line in lines)
+    refused = dry_run("--sizes", "10Q", check=False)
+    assert refused.returncode == 2 and "size '10Q': give a preset" in refused.stderr
+
+
 def test_nodes_and_exclusive_set_each_jobs_layout():
     lines = dry_run("--tasks", "2,4", "--nodes", "2", "--exclusive").stdout.splitlines()
     assert all("--exclusive" in line and "--nodes=2" in line for line in lines)

@@ -26,7 +26,7 @@ def test_model_starts_from_the_shared_weights(name, mnist):
     logits = model(images[..., np.newaxis], training=False).numpy()
     expected = reference.forward(name, weights.initial_weights(name, 4), images, "torch")
     np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-5)
-    exported = get_weights(model, name)
+    exported = get_weights(model)
     for key, array in weights.initial_weights(name, 4).items():
         np.testing.assert_array_equal(exported[key], array)
 

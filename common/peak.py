@@ -1,0 +1,63 @@
+"""The machine's measured peak FLOP/s, the denominator of MFU (model FLOPs utilization).
+
+Every rank times a square GEMM at the run's compute precision with its own threads, on its own
+device, once; the figure is cached under the host's name, device, precision and thread count
+(`$SUITE_CACHE_DIR`, default ~/.cache/dist-mnist/peak_flops.json), so later runs of either
+framework on that machine divide by the same peak. Ranks that share a machine time it at the
+same moment, each with its share of the cores, so their sum is what the machine gives them.
+
+    MFU = samples/s x FLOPs per training sample / sum of the ranks' peaks
+
+FLOPs per sample come from the model definition (`common.weights.train_flops_per_sample`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+CACHE_VARIABLE = "SUITE_CACHE_DIR"
+
+
+def cache_path() -> Path:
+    folder = os.environ.get(CACHE_VARIABLE) or Path.home() / ".cache" / "dist-mnist"
+    return Path(folder) / "peak_flops.json"
+
+
+def _read(path: Path) -> dict:
+    try:
+        table = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return table if isinstance(table, dict) else {}
+
+
+def peak_flops(
+    *, device: str, precision: str, threads: int, measure: Callable[[], float]
+) -> tuple[float, str]:
+    """(FLOP/s of one rank, where it came from): the cached figure for this host, device,
+    precision and thread count, else `measure()` (a GEMM's FLOP/s), cached for next time. A
+    cache that cannot be written only costs the next run the measurement."""
+    key = f"{socket.gethostname()}|{device}|{precision}|{threads} threads"
+    path = cache_path()
+    cached = _read(path).get(key)
+    if isinstance(cached, (int, float)) and cached > 0:
+        return float(cached), f"cached in {path}"
+    value = measure()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        table = {**_read(path), key: value}  # a rank measuring at the same time may win: fine
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_text(json.dumps(table, indent=1, sort_keys=True))
+        partial.replace(path)
+    except OSError:
+        pass
+    return value, "measured now"
+
+
+def mfu(samples_per_s: float, flops_per_sample: int, peak_total: float) -> float | None:
+    """Model FLOPs utilization, a fraction; None without a peak."""
+    return samples_per_s * flops_per_sample / peak_total if peak_total > 0 else None

@@ -1,0 +1,125 @@
+"""The model-size axis without a framework: sizes, layer-by-layer weights, synthetic data,
+and the series compare.py draws."""
+
+import numpy as np
+import pytest
+
+from common import config_io, data, sizes, synthetic, weights
+from common.config import DataConfig, ModelConfig
+from common.report import Run
+from tests import reference
+from tests.records import epoch_record, start_record
+
+
+def test_named_sizes_have_the_parameter_counts_they_say():
+    counted = {name: sizes.size_params(name) for name in sizes.PRESETS}
+    assert counted["0.1M"] == weights.parameter_count("mlp") == 109_386
+    assert counted["10M"] == 10_171_402 and counted["100M"] == 99_652_618
+    assert counted["300M"] == 306_923_530 and counted["1B"] == 1_086_832_650
+    # by hand: 784*301 + 301 + 301*203 + 203 + 203*10 + 10
+    assert sizes.size_params("301x203") == (784 * 301 + 301) + (301 * 203 + 203) + 2_040
+    cnn = weights.parameter_count(ModelConfig(name="cnn", width=2))
+    assert (
+        cnn
+        == sizes.size_params("w2")
+        == (9 * 64 + 64) + (9 * 64 * 128 + 128) + (128 * 144 * 256 + 256) + (256 * 10 + 10)
+    )
+
+
+@pytest.mark.parametrize("bad", ["", "12Q", "4096x", "w0", "0x10"])
+def test_a_size_that_means_nothing_is_refused_with_the_forms(bad):
+    with pytest.raises(ValueError, match="preset .* 4096x4096, or w<N>"):
+        sizes.size_overrides(bad)
+
+
+def test_model_size_keys_are_checked_where_they_are_set():
+    cfg = config_io.load_config(None, ["model.hidden=[4096, 4096]"])
+    assert cfg.model.hidden == (4096, 4096)
+    assert config_io.to_dict(cfg)["model"]["hidden"] == [4096, 4096]  # YAML and JSON lists
+    for override, message in (
+        ("model.hidden=[]", "one or more widths"),
+        ("model.hidden=[64, 0]", "one or more widths"),
+        ("model.hidden=64", "model.hidden: expected a list, each an integer"),
+        ("model.hidden=[1.5]", r"model.hidden\[0\]: expected an integer"),
+        ("model.width=2", "size the MLP with model.hidden"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            config_io.load_config(None, [override])
+    with pytest.raises(ValueError, match="size the CNN with model.width"):
+        config_io.load_config(None, ["model.name=cnn", "model.hidden=[8]"])
+
+
+def test_weights_drawn_in_pieces_equal_the_weights_drawn_at_once(monkeypatch):
+    model = ModelConfig(hidden=(301, 203))
+    at_once = weights.initial_weights(model, seed=3)
+    monkeypatch.setattr(weights, "CHUNK", 1000)  # fc1 (235,984 values) in 236 pieces
+    in_pieces = weights.initial_weights(model, seed=3)
+    assert all(np.array_equal(at_once[name], in_pieces[name]) for name in at_once)
+    # and the seed-size layers are the very values the project always drew
+    seed_mlp = weights.initial_weights("mlp", 0)
+    assert np.array_equal(
+        seed_mlp["fc1.weight"], weights.initial_weights(ModelConfig(), 0)["fc1.weight"]
+    )
+
+
+@pytest.mark.parametrize(
+    "model", [ModelConfig(hidden=(96, 80, 64)), ModelConfig(name="cnn", width=2)]
+)
+def test_a_resized_model_keeps_torch_and_keras_layouts_equal(model, mnist):
+    canonical = weights.initial_weights(model, seed=0)
+    images = data.normalize(mnist.test_images[:4])
+    torch_logits = reference.forward(model, weights.to_torch(canonical), images, "torch")
+    keras_logits = reference.forward(model, weights.to_keras(model, canonical), images, "keras")
+    np.testing.assert_allclose(keras_logits, torch_logits, rtol=0, atol=1e-12)
+    back = weights.from_keras(model, weights.to_keras(model, canonical))
+    assert all(np.array_equal(back[name], canonical[name]) for name in canonical)
+
+
+def test_synthetic_data_is_fixed_learnable_and_cut_like_mnist():
+    full = data.load_limited(DataConfig(name="synthetic"))
+    again = data.load_limited(DataConfig(name="synthetic", train_limit=500, test_limit=50))
+    assert full.train_images.shape == (60_000, 28, 28) and full.test_images.shape == (
+        10_000,
+        28,
+        28,
+    )
+    assert full.train_images.dtype == np.uint8 and full.train_labels.dtype == np.int64
+    assert np.array_equal(again.train_images, full.train_images[:500])
+    assert np.array_equal(again.test_labels, full.test_labels[:50])
+    assert not np.array_equal(full.train_images[:100], full.test_images[:100])
+    counts = np.bincount(full.train_labels, minlength=10)
+    assert counts.min() > 0.09 * 60_000 and counts.max() < 0.11 * 60_000  # balanced classes
+    # learnable: matching each test image against the class templates finds its label
+    patterns = synthetic.templates().astype(np.float64) * 2 / 127 - 1  # +1 on, -1 off
+    centred = full.test_images.reshape(-1, 784).astype(np.float64) - 63.5  # the noise's mean
+    assert np.array_equal((centred @ patterns.T).argmax(axis=1), full.test_labels)
+    # fixed bytes, whatever the platform: a digest of the first images, measured once
+    assert int(full.train_images[:8].astype(np.int64).sum()) == 794_848
+    assert full.train_labels[:10].tolist() == [7, 9, 9, 0, 7, 7, 8, 7, 6, 5]
+
+
+def _sized_run(name: str, hidden: list[int], samples_per_s: float) -> Run:
+    cfg = config_io.load_config(None, [f"model.hidden={hidden}"])
+    epochs = [epoch_record(epoch, 0.5, 2.0 * epoch) for epoch in (1, 2)]
+    for record in epochs:
+        record["samples_per_s"] = samples_per_s
+        for entry in record["memory"]:
+            entry.update(baseline_bytes=2**20, peak_above_baseline_bytes=0)
+    return Run(f"{name}/metrics.jsonl", [start_record(name, cfg), *epochs])
+
+
+def test_size_rows_need_two_sizes_of_one_series():
+    small, big = _sized_run("small", [64], 500.0), _sized_run("big", [256, 256], 100.0)
+    assert big.start["model_params"] == 784 * 256 + 256 + 256 * 256 + 256 + 2570
+    rows = sizes.size_rows([big, small])
+    assert [(row["params"], row["samples_s"]) for row in rows] == [
+        (50_890, 500.0),
+        (269_322, 100.0),
+    ]
+    assert rows[0]["state_mib"] == 1600 / 2**20 and rows[0]["above_mib"] == 0
+    assert sizes.size_rows([small]) == []  # one size: no axis
+    other = _sized_run("other", [256, 256], 90.0)
+    other.start["config"]["optim"]["lr"] = 0.5  # another experiment: its own series
+    assert len(sizes.size_rows([small, other])) == 0
+    lines = sizes.size_table_lines(rows)
+    assert lines[0][:2] == ["parameters", "framework"] and lines[1][0] == "0.1M"
