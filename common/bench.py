@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from common import metrics
+from common import data, metrics
 from common.progress import TERMINAL_EVERY_S, Progress
 
 BATCH = 64
@@ -71,7 +71,8 @@ def launched(
     device: str = "auto",
     extra: tuple[str, ...] = (),
 ) -> tuple[float, float | None]:
-    """(samples/s, MFU) of epoch 2 of a real launch of the framework's training program;
+    """(samples/s, {"mfu": training MFU, "eval": forward-only MFU of the evaluation}) of epoch 2
+    of a real launch of the framework's training program;
     `extra`: more `--set` overrides (torch.* ones only reach torch, tf.* only TensorFlow)."""
     with tempfile.TemporaryDirectory() as out:
         overrides = [
@@ -101,7 +102,10 @@ def launched(
             raise RuntimeError(f"{framework} {strategy}/{pipeline} failed:\n{done.stdout[-2000:]}")
         records = metrics.read_metrics(Path(out) / "bench" / metrics.METRICS_FILENAME)
         last = [r for r in records if r["record"] == "epoch"][-1]
-        return last["samples_per_s"], last.get("mfu")
+        # Evaluation is a forward pass (a third of a training sample's FLOPs) over the whole
+        # test set (10,000 samples: no data.test_limit here).
+        forward = last["flops_per_sample"] / 3 * data.TEST_SAMPLES / last["eval_time_s"]
+        return last["samples_per_s"], {"mfu": last["mfu"], "eval": forward / last["peak_flops"]}
 
 
 SPREAD_WARNING = 0.10  # (max - min) / median above this: the machine was busy
@@ -130,12 +134,12 @@ COMPILE_KEY = {"torch": "torch.compile", "tf": "tf.jit_compile"}
 
 
 def _without_mfu(measure: Callable[..., dict[str, float]], *args) -> dict[str, tuple]:
-    return {name: (speed, None) for name, speed in measure(*args).items()}
+    return {name: (speed, {}) for name, speed in measure(*args).items()}
 
 
 def measurements(args, frameworks: list[str]) -> list[tuple[str, str, int, Callable[[], dict]]]:
     """(model, variant, ranks, measure) for every cell; measure() -> {variant: (samples/s,
-    MFU or None)}."""
+    {"mfu": ..., "eval": ...} or {})}."""
     cells = []
     for model_name in args.models.split(","):
         for framework in frameworks:
@@ -241,14 +245,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     cells = measurements(args, frameworks)
     found: dict[tuple[str, str], list[float]] = {}
-    mfus: dict[tuple[str, str], list[float]] = {}
+    mfus: dict[tuple[str, str, str], list[float]] = {}
     ranks_of: dict[tuple[str, str], int] = {}
     for repeat in range(args.repeats):  # every cell once per round: drift hits all alike
         for model_name, _, ranks, measure in cells:
-            for variant, (speed, mfu) in measure().items():
+            for variant, (speed, utilization) in measure().items():
                 found.setdefault((model_name, variant), []).append(speed)
-                if mfu is not None:
-                    mfus.setdefault((model_name, variant), []).append(mfu)
+                for kind, value in utilization.items():
+                    mfus.setdefault((model_name, variant, kind), []).append(value)
                 ranks_of[(model_name, variant)] = ranks
                 print(
                     f"  round {repeat + 1}: {model_name} {variant}: {speed:,.0f} samples/s",
@@ -256,7 +260,11 @@ def main(argv: list[str] | None = None) -> int:
                 )
     print(
         f"\n{'model':<6} {'variant':<36} {'ranks':>5} {'samples/s':>10} {'spread':>7} "
-        f"{'vs plain':>8} {'MFU':>6}"
+        f"{'vs plain':>8} {'MFU':>6} {'eval MFU':>8}"
+    )
+    print(
+        "(MFU: training, eval MFU: the evaluation's forward passes, both against the ranks' "
+        "summed GEMM peak, common.peak)"
     )
     print(
         "(median of the repeats; spread = (max - min) / median; vs plain: against the same "
@@ -274,8 +282,9 @@ def main(argv: list[str] | None = None) -> int:
             else f"{'-':>8}"
         )
         spread_text = f"{spread:7.0%}" if len(speeds) > 1 else f"{'-':>7}"
-        used = mfus.get((model_name, variant))
-        mfu_text = f"{statistics.median(used):6.1%}" if used else f"{'-':>6}"
+        train, forward = (mfus.get((model_name, variant, kind)) for kind in ("mfu", "eval"))
+        mfu_text = f"{statistics.median(train):6.1%}" if train else f"{'-':>6}"
+        mfu_text += f" {statistics.median(forward):8.1%}" if forward else f" {'-':>8}"
         print(
             f"{model_name:<6} {variant:<36} {ranks_of[(model_name, variant)]:>5} "
             f"{middle:>10,.0f} {spread_text} {ratio} {mfu_text}"
