@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import gc
 import re
 import resource
 from dataclasses import dataclass
@@ -31,8 +32,9 @@ def _status_kib(field: str) -> int | None:
 
 
 def rss_bytes() -> int:
-    """The process's resident set now, heap trimmed first (Linux VmRSS; else its peak so far,
-    the best known)."""
+    """The process's resident set now, garbage collected and heap trimmed first (Linux VmRSS;
+    else its peak so far, the best known)."""
+    gc.collect()  # objects in reference cycles (the frameworks make many) hold memory too
     trim_heap()
     now = _status_kib("VmRSS")
     if now is None:
