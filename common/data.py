@@ -88,8 +88,8 @@ def load_limited(data_cfg) -> Mnist:
     what both frameworks train and evaluate on."""
     if data_cfg.name == "synthetic":
         return Mnist(
-            *synthetic.split(synthetic.TRAIN, data_cfg.train_limit or synthetic.TRAIN_SAMPLES),
-            *synthetic.split(synthetic.TEST, data_cfg.test_limit or synthetic.TEST_SAMPLES),
+            *synthetic.split(synthetic.TRAIN, data_cfg.train_limit or TRAIN_SAMPLES),
+            *synthetic.split(synthetic.TEST, data_cfg.test_limit or TEST_SAMPLES),
         )
     folder = resolve_dir(data_cfg.dir)
     if data_cfg.stage_dir:

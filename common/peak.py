@@ -16,10 +16,23 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 CACHE_VARIABLE = "SUITE_CACHE_DIR"
+REPEATS = 5
+
+
+def gemm_flops(size: int, multiply: Callable[[], None]) -> float:
+    """FLOP/s of the fastest of REPEATS calls of `multiply` (after one warm-up), each the
+    product of two size x size matrices (2 size^3 FLOPs) that returns once it is done."""
+    best = float("inf")
+    for _ in range(REPEATS + 1):
+        start = time.perf_counter()
+        multiply()
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best
 
 
 def cache_path() -> Path:

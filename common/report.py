@@ -137,7 +137,7 @@ class Run:
             "epoch_s": statistics.median(e["train_time_s"] for e in timed) if timed else None,
             "samples_s": statistics.median(e["samples_per_s"] for e in timed) if timed else None,
             "eval_s": statistics.median(e["eval_time_s"] for e in timed) if timed else None,
-            "mfu": _median_of(e.get("mfu") for e in timed),
+            "mfu": median_of(e.get("mfu") for e in timed),
             "warmup_s": _warmup(self.epochs[0]) if self.epochs else None,
             "first_epoch_only": len(self.epochs) == 1,
             "peak_mib": max(m["peak_bytes"] for m in memory) / MIB if memory else None,
@@ -162,7 +162,8 @@ def _warmup(first_epoch: dict) -> float | None:
     return None if first is None else max(0.0, first - first_epoch["step_time_p50_s"])
 
 
-def _median_of(values) -> float | None:
+def median_of(values) -> float | None:
+    """The median of the values that are not None; None if there are none."""
     present = [value for value in values if value is not None]
     return statistics.median(present) if present else None
 

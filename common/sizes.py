@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from common import weights
+from common import report, tables, weights
 from common.config import ModelConfig
 
 # MLP hidden widths for round parameter counts (common.weights.parameter_count):
@@ -35,50 +34,42 @@ PRESETS: dict[str, tuple[int, ...]] = {
 }
 SWEEP_DEFAULTS = ["data.name=synthetic", "optim.name=sgd", "optim.lr=0.01"]
 SIZE_KEYS = ("model.hidden", "model.width")  # what a size changes; the rest must match
-MIB = 2**20
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def size_overrides(size: str) -> list[str]:
-    """The `--set` overrides of one size. Raises ValueError naming the accepted forms."""
+def size_model(size: str) -> ModelConfig:
+    """The model of one size. Raises ValueError naming the accepted forms."""
     if size in PRESETS:
-        return ["model.name=mlp", f"model.hidden=[{', '.join(map(str, PRESETS[size]))}]"]
+        return ModelConfig(name="mlp", hidden=PRESETS[size])
     if size.startswith("w") and size[1:].isdigit() and int(size[1:]) >= 1:
-        return ["model.name=cnn", f"model.width={int(size[1:])}"]
+        return ModelConfig(name="cnn", width=int(size[1:]))
     widths = size.split("x")
     if all(width.isdigit() and int(width) >= 1 for width in widths):
-        return ["model.name=mlp", f"model.hidden=[{', '.join(widths)}]"]
+        return ModelConfig(name="mlp", hidden=tuple(int(width) for width in widths))
     raise ValueError(
         f"size {size!r}: give a preset ({', '.join(PRESETS)}), MLP hidden widths such as "
         "4096x4096, or w<N> for the CNN's width multiplier"
     )
 
 
+def size_overrides(size: str) -> list[str]:
+    """The `--set` overrides of one size."""
+    model = size_model(size)
+    if model.name == "cnn":
+        return ["model.name=cnn", f"model.width={model.width}"]
+    return ["model.name=mlp", f"model.hidden=[{', '.join(map(str, model.hidden))}]"]
+
+
 def size_params(size: str) -> int:
     """Parameters of a size, for planning (the same count the runs record)."""
-    overrides = dict(item.split("=", 1) for item in size_overrides(size))
-    name = overrides["model.name"]
-    if name == "cnn":
-        return weights.parameter_count(ModelConfig(name="cnn", width=int(overrides["model.width"])))
-    hidden = tuple(int(width) for width in overrides["model.hidden"].strip("[]").split(","))
-    return weights.parameter_count(ModelConfig(name="mlp", hidden=hidden))
-
-
-def _state_and_above(run) -> tuple[float | None, float | None, float | None]:
-    """(state, peak above baseline, peak) MiB of the run's largest rank, last epoch."""
-    memory = run.epochs[-1]["memory"] if run.epochs else []
-    if not memory:
-        return None, None, None
-    state = max(m["param_bytes"] + m["grad_bytes"] + m["optim_bytes"] for m in memory) / MIB
-    above = [m.get("peak_above_baseline_bytes") for m in memory]
-    top = max(above) / MIB if None not in above else None
-    return state, top, max(m["peak_bytes"] for m in memory) / MIB
+    return weights.parameter_count(size_model(size))
 
 
 def size_rows(runs: list) -> list[dict]:
     """One row per series (framework x strategy x workers x layout, and everything else in the
-    config but the model's size) and parameter count, medians over repeats; [] unless some
-    series holds two sizes or more, the only case where a size axis says anything."""
+    config but the model's size) and parameter count: `Run.summary`'s throughput and memory,
+    medians over repeats; [] unless some series holds two sizes or more, the only case where a
+    size axis says anything."""
     cells: dict[tuple, list] = {}
     for run in runs:
         params = run.start.get("model_params")
@@ -90,25 +81,19 @@ def size_rows(runs: list) -> list[dict]:
         cells.setdefault((*series, repr(sorted(rest.items())), params), []).append(run)
     rows = []
     for (framework, strategy, world, layout, rest, params), members in sorted(cells.items()):
-        timed = [run.epochs[1:] or run.epochs for run in members]
-        memory = [_state_and_above(run) for run in members]
-        rows.append(
-            {
-                "framework": framework,
-                "strategy": strategy,
-                "world": world,
-                "layout": layout,
-                "series": rest,
-                "params": params,
-                "runs": len(members),
-                "samples_s": statistics.median(
-                    statistics.median(e["samples_per_s"] for e in epochs) for epochs in timed
-                ),
-                "state_mib": _median(m[0] for m in memory),
-                "above_mib": _median(m[1] for m in memory),
-                "peak_mib": _median(m[2] for m in memory),
-            }
-        )
+        summaries = [run.summary() for run in members]
+        row = {
+            "framework": framework,
+            "strategy": strategy,
+            "world": world,
+            "layout": layout,
+            "series": rest,
+            "params": params,
+            "runs": len(members),
+        }
+        for name in ("samples_s", "state_mib", "above_mib", "peak_mib"):
+            row[name] = report.median_of(summary[name] for summary in summaries)
+        rows.append(row)
     sizes: dict[tuple, set] = {}
     for row in rows:
         key = (row["framework"], row["strategy"], row["world"], row["layout"], row["series"])
@@ -116,13 +101,8 @@ def size_rows(runs: list) -> list[dict]:
     return rows if any(len(found) > 1 for found in sizes.values()) else []
 
 
-def _median(values) -> float | None:
-    present = [value for value in values if value is not None]
-    return statistics.median(present) if present else None
-
-
 SIZE_COLUMNS = [  # key, header, digits
-    ("params", "parameters", 0),
+    ("parameters", "parameters", 0),
     ("framework", "framework", 0),
     ("strategy", "strategy", 0),
     ("world", "workers", 0),
@@ -135,18 +115,9 @@ SIZE_COLUMNS = [  # key, header, digits
 
 
 def size_table_lines(rows: list[dict]) -> list[list[str]]:
-    def text(row: dict, key: str, digits: int) -> str:
-        value = row.get(key)
-        if value is None:
-            return "-"
-        if key == "params":
-            return f"{value / 1e6:,.1f}M"
-        return f"{value:,.{digits}f}" if isinstance(value, float) else str(value)
-
     ordered = sorted(rows, key=lambda r: (r["params"], r["framework"], r["strategy"], r["world"]))
-    return [[header for _, header, _ in SIZE_COLUMNS]] + [
-        [text(row, key, digits) for key, _, digits in SIZE_COLUMNS] for row in ordered
-    ]
+    shown = [{**row, "parameters": f"{row['params'] / 1e6:,.1f}M"} for row in ordered]
+    return tables.table_lines(shown, SIZE_COLUMNS)
 
 
 # ---- the local sweep ------------------------------------------------------------------------

@@ -17,7 +17,6 @@ from common.rng import random_bits, stream_key
 SEED = 20_260_101  # fixed: every synthetic run of any config trains on the same data
 IMAGES, LABELS, TEMPLATES = 5, 6, 7  # stream purposes
 TRAIN, TEST = 0, 1
-TRAIN_SAMPLES, TEST_SAMPLES = 60_000, 10_000
 PIXELS, CLASSES = 28 * 28, 10
 
 

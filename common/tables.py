@@ -45,9 +45,10 @@ def _text(row: dict, key: str, digits: int) -> str:
     return str(value)
 
 
-def table_lines(rows: list[dict]) -> list[list[str]]:
-    return [[header for _, header, _ in COLUMNS]] + [
-        [_text(row, key, digits) for key, _, digits in COLUMNS] for row in rows
+def table_lines(rows: list[dict], columns: list[tuple] = COLUMNS) -> list[list[str]]:
+    """The header, then one line of cells per row; `columns`: (key, header, digits)."""
+    return [[header for _, header, _ in columns]] + [
+        [_text(row, key, digits) for key, _, digits in columns] for row in rows
     ]
 
 

@@ -72,8 +72,8 @@ def check_options(cfg: Config, world_size: int, cuda: bool) -> None:
                 )
     if options.compile and options.strategy == "fsdp1":
         raise ValueError(
-            "torch.compile=true is offered for single, ddp and fsdp2; FSDP1's flat parameters "
-            "are not what torch 2.13 compiles well: use torch.strategy=fsdp2"
+            "torch.compile=true is offered for single, ddp and fsdp2 (FSDP1 compiled is not "
+            "tested here): use torch.strategy=fsdp2"
         )
     if options.strategy == "fsdp2" and options.sharding == "no_shard":
         raise ValueError(

@@ -98,6 +98,7 @@ def test_cnn_trains_on_two_workers_with_identical_weights(run_tf):
         assert (entry["param_bytes"], entry["grad_bytes"]) == (params, params)
         assert entry["optim_bytes"] == 2 * params  # Adam's two moments
         assert entry["peak_counts"].startswith("process peak RSS") and entry["peak_bytes"] > params
+        assert entry["peak_above_baseline_bytes"] >= 4 * params  # the model's state at least
 
 
 def test_stop_resume_finish_equals_an_uninterrupted_run(run_tf):
