@@ -212,6 +212,11 @@ class TorchConfig:
     """torch.compile the model (inductor; `nn.Module.compile`, which keeps parameter names):
     single, ddp (DDPOptimizer splits graphs at buckets) and fsdp2. The first steps and the
     first evaluation compile; compare reports that time apart."""
+    optimizer_impl: Literal["auto", "fused", "foreach", "default"] = "auto"
+    """The optimizer's update kernels: auto (foreach: one kernel per operation over all
+    parameters), fused (Adam, SGD; DDP and fsdp2 then differ in the last bits), or default
+    (torch's own choice, no flag: for-loop on the CPU). `torch_impl.optim.implementation`
+    decides; numerics records it."""
     cpu_offload: bool = False
     """Keep FSDP parameter shards (and optimizer state) in host memory."""
     pin_memory: bool = True

@@ -1,10 +1,11 @@
 """The machine's measured peak FLOP/s, the denominator of MFU (model FLOPs utilization).
 
 Every rank times a square GEMM at the run's compute precision with its own threads, on its own
-device, once; the figure is cached under the host's name, device, precision and thread count
-(`$SUITE_CACHE_DIR`, default ~/.cache/dist-mnist/peak_flops.json), so later runs of either
-framework on that machine divide by the same peak. Ranks that share a machine time it at the
-same moment, each with its share of the cores, so their sum is what the machine gives them.
+device, once; the figure is cached under the host's name, processor, device, precision and
+thread count (`$SUITE_CACHE_DIR`, default ~/.cache/dist-mnist/peak_flops.json), so later runs
+of either framework on that machine divide by the same peak. Ranks that share a machine time it
+at the same moment, each with its share of the cores, so their sum is what the machine gives
+them.
 
     MFU = samples/s x FLOPs per training sample / sum of the ranks' peaks
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import time
 from collections.abc import Callable
@@ -48,13 +50,25 @@ def _read(path: Path) -> dict:
     return table if isinstance(table, dict) else {}
 
 
+def processor(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU's model name, family and model number (Linux): a host name alone stays the same
+    when a virtual machine comes up on other hardware (this one moved from a CPU whose fp32
+    GEMM peak measured 324 GFLOP/s to one where oneDNN reaches 405), "" where unknown."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return ""
+    fields = dict(re.findall(r"^(model name|cpu family|model)\s*:\s*(.*?)\s*$", text, re.M))
+    return " ".join(fields.get(name, "?") for name in ("model name", "cpu family", "model"))
+
+
 def peak_flops(
     *, device: str, precision: str, threads: int, measure: Callable[[], float]
 ) -> tuple[float, str]:
     """(FLOP/s of one rank, where it came from): the cached figure for this host, device,
     precision and thread count, else `measure()` (a GEMM's FLOP/s), cached for next time. A
     cache that cannot be written only costs the next run the measurement."""
-    key = f"{socket.gethostname()}|{device}|{precision}|{threads} threads"
+    key = f"{socket.gethostname()}|{processor()}|{device}|{precision}|{threads} threads"
     path = cache_path()
     cached = _read(path).get(key)
     if isinstance(cached, (int, float)) and cached > 0:

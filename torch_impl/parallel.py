@@ -38,6 +38,7 @@ from torch.nn.parallel import DistributedDataParallel
 from common import weights
 from common.config import Config, ModelConfig
 from torch_impl.model import MnistNet, build_model, load_initial_weights, meta_model
+from torch_impl.optim import implementation
 from torch_impl.precision import DTYPES
 
 FSDP = ("fsdp1", "fsdp2")
@@ -70,6 +71,12 @@ def check_options(cfg: Config, world_size: int, cuda: bool) -> None:
                     f"torch.{key}={value} is an FSDP option; with torch.strategy="
                     f"{options.strategy} leave it at {default} or use fsdp2/fsdp1"
                 )
+    implementation(
+        cfg.optim.name,
+        options.optimizer_impl,
+        loss_scaling=options.mixed_precision == "fp16",
+        strategy=options.strategy,
+    )
     if options.compile and options.strategy == "fsdp1":
         raise ValueError(
             "torch.compile=true is offered for single, ddp and fsdp2 (FSDP1 compiled is not "

@@ -25,7 +25,7 @@ from common.config import Config
 from common.trainer import TrainerBase
 from torch_impl import checkpoint, dist, gemm, memory
 from torch_impl.data import TorchData, build_dataset
-from torch_impl.optim import build_optimizer, set_learning_rate
+from torch_impl.optim import build_optimizer, implementation, set_learning_rate
 from torch_impl.parallel import build_parallel, check_options, resolve_strategy
 from torch_impl.precision import Amp, apply_tf32
 
@@ -114,6 +114,12 @@ class TorchTrainer(TrainerBase):
         clock = CudaEventStepClock if self.on_cuda else HostStepClock
         self.train_clock = f"{TRAIN_CLOCK}; {clock.description}"
         self.tf32 = apply_tf32(cfg.dist.tf32)
+        self.optimizer_impl = implementation(
+            cfg.optim.name,
+            cfg.torch.optimizer_impl,
+            loss_scaling=cfg.torch.mixed_precision == "fp16",
+            strategy=self.strategy,
+        )
 
     def numerics(self) -> dict:
         described = precision.numerics(
@@ -122,7 +128,12 @@ class TorchTrainer(TrainerBase):
             loss_scaling=self.amp.scaler is not None,
             device_type=self.device_type,
         )
-        return {**described, "tf32_settings": self.tf32, "how": HOW[self.strategy]}
+        return {
+            **described,
+            "tf32_settings": self.tf32,
+            "how": HOW[self.strategy],
+            "optimizer_impl": self.optimizer_impl,
+        }
 
     def build(self) -> None:
         cfg, info = self.cfg, self.info
@@ -130,7 +141,7 @@ class TorchTrainer(TrainerBase):
         self.take_memory_baseline()
         torch.manual_seed(cfg.train.seed * 1_000_003 + info.rank)  # dropout masks, per rank
         self.model = build_parallel(cfg, info.device)
-        self.optimizer = build_optimizer(cfg.optim, self.model.parameters())
+        self.optimizer = build_optimizer(cfg.optim, self.model.parameters(), self.optimizer_impl)
         self.amp.watch(self.optimizer)
 
     def step_clock(self):

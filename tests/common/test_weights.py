@@ -100,3 +100,21 @@ def test_the_peak_is_measured_once_per_host_and_cached(tmp_path, monkeypatch):
     assert other[0] == 3.0e11
     assert peak.mfu(1000.0, 71_954_688, 3.0e11) == pytest.approx(0.23985, rel=1e-4)
     assert peak.mfu(1000.0, 1, 0.0) is None
+
+
+def test_the_peak_cache_tells_processors_apart(tmp_path, monkeypatch):
+    """A virtual machine keeps its host name on other hardware: the processor is in the key."""
+    monkeypatch.setenv(peak.CACHE_VARIABLE, str(tmp_path))
+    zen5 = tmp_path / "zen5"
+    zen5.write_text("processor\t: 0\nmodel name\t: AMD EPYC\ncpu family\t: 26\nmodel\t\t: 2\n")
+    zen4 = tmp_path / "zen4"
+    zen4.write_text("processor\t: 0\nmodel name\t: AMD EPYC\ncpu family\t: 25\nmodel\t\t: 17\n")
+    assert peak.processor(zen5) == "AMD EPYC 26 2"
+    assert peak.processor(tmp_path / "missing") == ""
+    real = peak.processor
+    for cpuinfo, value in ((zen4, 3.2e11), (zen5, 4.0e11)):
+        monkeypatch.setattr(peak, "processor", lambda cpuinfo=cpuinfo: real(cpuinfo))
+        measured = peak.peak_flops(
+            device="cpu:cpu", precision="fp32", threads=2, measure=lambda value=value: value
+        )
+        assert measured == (value, "measured now")  # not the other processor's cached figure

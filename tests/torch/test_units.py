@@ -12,6 +12,7 @@ from tests import reference
 from torch_impl.data import build_dataset
 from torch_impl.dist import DistInfo
 from torch_impl.model import build_model
+from torch_impl.optim import build_optimizer, implementation
 from torch_impl.parallel import check_options
 
 
@@ -129,3 +130,46 @@ def test_nccl_errors_are_raised_in_python_unless_the_user_chose_otherwise():
     }
     chosen = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
     assert error_settings(chosen) == {"TORCH_NCCL_BLOCKING_WAIT": "1"}
+
+
+def test_the_optimizer_implementation_is_foreach_unless_asked_and_refused_where_it_cannot_work():
+    def chosen(name, requested, scaling=False, strategy="ddp"):
+        return implementation(name, requested, loss_scaling=scaling, strategy=strategy)
+
+    assert {chosen(name, "auto") for name in ("adam", "sgd", "adadelta")} == {"foreach"}
+    assert chosen("adam", "auto", scaling=True, strategy="fsdp2") == "foreach"
+    assert chosen("adam", "fused", strategy="fsdp2") == "fused"
+    assert chosen("sgd", "default") == "default"
+    for name, strategy, scaling, words in (
+        ("adadelta", "ddp", False, "no fused adadelta"),
+        ("sgd", "fsdp2", False, "no fused SGD"),
+        ("adam", "single", True, "skipped steps"),
+    ):
+        with pytest.raises(ValueError, match=words):
+            chosen(name, "fused", scaling, strategy)
+    bad = config_io.load_config(None, ["optim.name=adadelta", "torch.optimizer_impl=fused"])
+    with pytest.raises(ValueError, match="use foreach or auto"):
+        check_options(bad, world_size=1, cuda=False)
+
+
+@pytest.mark.parametrize("impl, flags", [("foreach", (True, None)), ("fused", (None, True))])
+def test_the_optimizer_gets_the_implementation_asked_for(impl, flags):
+    cfg = config_io.load_config(None, ["optim.name=adam"])
+    optimizer = build_optimizer(cfg.optim, [torch.nn.Parameter(torch.zeros(3))], impl)
+    group = optimizer.param_groups[0]
+    assert (group["foreach"], group["fused"]) == flags
+
+
+def test_the_gemm_peak_is_not_below_what_the_cnn_s_own_convolution_reaches():
+    """MFU's denominator must be the machine's GEMM peak: on AMD CPUs MKL's matmul ran at less
+    than half of what oneDNN reaches, and the CNN's MFU read 80%. Its largest layer alone
+    (conv2, batch 64, forward) cannot run faster than the peak; both are best-of timings."""
+    from common import peak
+    from torch_impl import gemm
+
+    images = torch.randn(64, 32, 26, 26)
+    kernel = torch.randn(64, 32, 3, 3)
+    macs = 64 * 24 * 24 * 64 * 32 * 9
+    # gemm_flops(1, f) is 2 / (f's best time): times the MACs, conv2's FLOP/s.
+    conv2 = peak.gemm_flops(1, lambda: torch.nn.functional.conv2d(images, kernel)) * macs
+    assert gemm.gemm_flops(torch.device("cpu"), "fp32") >= 0.8 * conv2
