@@ -15,7 +15,9 @@ from common.config import Config
 # train.eval_batch_size=0: the global evaluation batch by framework and device. Measured here
 # (CNN, the 10,000 test images, one process on 2 cores, median of 3 runs, seconds per
 # evaluation): torch 100: 2.04, 250: 3.43, 1000: 4.16; TensorFlow 100: 1.37, 250: 1.20,
-# 1000: 1.11; loss and accuracy were equal to 6 digits at every size. On GPUs 1000 on both
+# 1000: 1.11; loss and accuracy were equal to 6 digits at every size. With torch's
+# convolutions channels-last (on a Zen 5 host): 50: 1.05, 100: 1.01, 200: 2.05, 1000: 2.89
+# (NCHW there: 100: 2.09, 1000: 4.89), so 100 stays. On GPUs 1000 on both
 # sides, not measured (no GPU here): a large batch keeps a GPU busy.
 EVAL_BATCH = {
     ("torch", "cpu"): 100,

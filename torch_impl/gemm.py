@@ -30,9 +30,13 @@ def gemm_flops(device: torch.device, precision: str) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         return peak.gemm_flops(size, multiply)
-    # [1, size, 64, size/64] x [size, size, 1, 1]: size output channels at size positions, each
-    # a dot product of length size: 2 size^3 FLOPs, channels_last as oneDNN prefers it.
-    images = a.reshape(1, size, 64, size // 64).contiguous(memory_format=torch.channels_last)
+    # [16, size, 16, size/256] x [size, size, 1, 1]: size output channels at size positions, each
+    # a dot product of length size: 2 size^3 FLOPs, channels_last as oneDNN prefers it. A batch
+    # of 16 images, not 1: torch sends a 1x1 convolution of fewer than 16 images to its native
+    # (MKL) path when it runs on one thread (ConvParams::use_mkldnn; ONEDNN_VERBOSE showed no
+    # oneDNN call), so the 1-thread peak of each of 2 ranks read 95 GFLOP/s where oneDNN gives
+    # 209 and TensorFlow's matmul 222, and 2-rank MFUs read 65%.
+    images = a.reshape(16, size, 16, size // 256).contiguous(memory_format=torch.channels_last)
     kernel = b.reshape(size, size, 1, 1).contiguous(memory_format=torch.channels_last)
 
     def convolve() -> None:

@@ -37,7 +37,13 @@ from torch.nn.parallel import DistributedDataParallel
 
 from common import weights
 from common.config import Config, ModelConfig
-from torch_impl.model import MnistNet, build_model, load_initial_weights, meta_model
+from torch_impl.model import (
+    MnistNet,
+    build_model,
+    keep_gradient_strides,
+    load_initial_weights,
+    meta_model,
+)
 from torch_impl.optim import implementation
 from torch_impl.precision import DTYPES
 
@@ -175,5 +181,6 @@ def _wrapped(cfg: Config, device: torch.device) -> nn.Module:
     model = build_model(cfg.model, cfg.train.seed, device)
     if strategy == "ddp":
         device_ids = [device.index] if device.type == "cuda" else None
+        keep_gradient_strides(model)
         return DistributedDataParallel(model, device_ids=device_ids)
     return model
