@@ -24,6 +24,9 @@ from pathlib import Path
 
 CACHE_VARIABLE = "SUITE_CACHE_DIR"
 REPEATS = 5
+# Part of the cache key: raised when a probe changes what it measures, so that a figure a
+# faulty probe cached is not reused. 2: torch's 1-thread CPU probe left oneDNN before.
+PROBE_VERSION = 2
 
 
 def gemm_flops(size: int, multiply: Callable[[], None]) -> float:
@@ -68,7 +71,8 @@ def peak_flops(
     """(FLOP/s of one rank, where it came from): the cached figure for this host, device,
     precision and thread count, else `measure()` (a GEMM's FLOP/s), cached for next time. A
     cache that cannot be written only costs the next run the measurement."""
-    key = f"{socket.gethostname()}|{processor()}|{device}|{precision}|{threads} threads"
+    host = socket.gethostname()
+    key = f"probe {PROBE_VERSION}|{host}|{processor()}|{device}|{precision}|{threads} threads"
     path = cache_path()
     cached = _read(path).get(key)
     if isinstance(cached, (int, float)) and cached > 0:
