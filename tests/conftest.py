@@ -1,4 +1,6 @@
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -6,6 +8,10 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
+
+# Runs under test measure the machine's GEMM peak while other tests load it: their figures go to
+# a cache of the session's own (inherited by every launched rank), never to the user's.
+os.environ["SUITE_CACHE_DIR"] = tempfile.mkdtemp(prefix="dist-mnist-test-cache-")
 
 
 @pytest.fixture(scope="session")
