@@ -20,10 +20,11 @@ from common.config import ModelConfig
 class MnistNet(nn.Module):
     """Runs a `common.weights` layer list; conv and dense layers are child modules by name.
 
-    The convolutional stage runs channels-last (NHWC, TensorFlow's layout too): oneDNN's
-    convolutions and max-pooling run 1.5x-3x faster in it on CPU, while NCHW sends max-pooling
-    to a slow native kernel. Parameters keep their usual layout, so DDP's buckets and FSDP's
-    flat or sharded parameters see ordinary tensors. Results equal NCHW's to rounding.
+    The convolutional stage runs channels-last (NHWC, TensorFlow's layout too): on this 2-core
+    CPU the CNN's conv2 ran 3.5x faster forward and 1.5x forward and backward in it, max-pooling
+    8x (5.1 ms of a 33 ms step in NCHW). Parameters keep their usual layout, so DDP's buckets
+    and FSDP's flat or sharded parameters see ordinary tensors. Results equal NCHW's to
+    rounding.
     """
 
     def __init__(self, model_cfg: ModelConfig):
@@ -82,7 +83,7 @@ def keep_gradient_strides(model: MnistNet) -> None:
 class _ToContiguous(torch.autograd.Function):
     """NCHW again after the convolutional stage (dropout, flatten and the dense layers see the
     usual layout), with the gradient handed back channels-last: without this, the backward of
-    max-pooling and ReLU ran on mixed layouts and copied, and the gain halved."""
+    max-pooling and ReLU ran on mixed layouts and copied (1.02-1.04x over NCHW, not 1.06x)."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor) -> torch.Tensor:
