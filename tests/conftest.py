@@ -1,4 +1,6 @@
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -12,6 +14,7 @@ if str(REPO_ROOT) not in sys.path:
 # Runs under test measure the machine's GEMM peak while other tests load it: their figures go to
 # a cache of the session's own (inherited by every launched rank), never to the user's.
 os.environ["SUITE_CACHE_DIR"] = tempfile.mkdtemp(prefix="dist-mnist-test-cache-")
+atexit.register(shutil.rmtree, os.environ["SUITE_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
