@@ -47,7 +47,7 @@ def test_the_cnn_convolves_channels_last_and_its_gradients_stay_exact():
     assert model.conv1.weight.grad.stride() == model.conv1.weight.stride()
     exact = build_model(cfg.model, seed=0).double()
     exact(images.double()).square().sum().backward()
-    for (name, param), ref in zip(model.named_parameters(), exact.parameters()):
+    for (name, param), ref in zip(model.named_parameters(), exact.parameters(), strict=True):
         scale = ref.grad.abs().max().item()
         assert (param.grad.double() - ref.grad).abs().max().item() <= 1e-5 * scale, name
 
