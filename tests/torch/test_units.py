@@ -206,11 +206,12 @@ def test_the_gemm_peak_is_not_below_what_the_cnn_s_own_convolution_reaches(threa
     """MFU's denominator must be the machine's GEMM peak at a rank's threads: on AMD CPUs MKL's
     matmul ran at less than half of what oneDNN reaches, and the CNN's MFU read 80%; on one
     thread the probe left oneDNN and 2-rank MFUs read 65%. The model's largest layer alone
-    (conv2, batch 64, forward) cannot run faster than the peak; both are best-of timings."""
+    (conv2, batch 64, forward, channels-last as the model runs it) cannot run faster than the
+    peak; both are best-of timings."""
     from common import peak
     from torch_impl import gemm
 
-    images = torch.randn(64, 32, 26, 26)
+    images = torch.randn(64, 32, 26, 26).contiguous(memory_format=torch.channels_last)
     kernel = torch.randn(64, 32, 3, 3)
     macs = 64 * 24 * 24 * 64 * 32 * 9
     before = torch.get_num_threads()
