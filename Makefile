@@ -77,16 +77,16 @@ demo: setup data
 	$(LAUNCH2) $(PY) -m tf_impl.train $(DEMO_RUN) --set output.run_name=tf-mwms-w2 2>&1 | $(TF_NOISE)
 	$(PY) compare.py $(DEMO_DIR) --out $(DEMO_DIR)/report --target 0.96
 
-# The model-size axis on this machine (common.sizes): 0.1M to 300M parameters, synthetic data,
+# The model-size axis on this machine (common.tools.sizes): 0.1M to 300M parameters, synthetic data,
 # torch single/ddp/fsdp1/fsdp2 and TensorFlow MWMS on 2 ranks, then compare.py's report.
 SIZES_DIR ?= results/sizes
 sizes: setup
 	rm -rf $(SIZES_DIR)
-	$(PY) -m common.sizes --out $(SIZES_DIR) 2>&1 | $(TF_NOISE)
+	$(PY) -m common.tools.sizes --out $(SIZES_DIR) 2>&1 | $(TF_NOISE)
 
-# Check this machine before a sweep: both frameworks on 2 local ranks (common.preflight).
+# Check this machine before a sweep: both frameworks on 2 local ranks (common.tools.preflight).
 preflight: setup data
-	$(PY) -m common.preflight --nproc 2 2>&1 | $(TF_NOISE)
+	$(PY) -m common.tools.preflight --nproc 2 2>&1 | $(TF_NOISE)
 
 lint: setup
 	$(PY) -m ruff check .

@@ -4,9 +4,10 @@
     python compare.py --assert-close A B [--rtol 1e-4] [--steps N]
 
 RESULTS are run folders, metrics.jsonl files, folders of run folders, or sweep manifests
-(slurm/sweep.py). Every file is validated against common.metrics' schema; a broken or partial
-file is reported by name and line, and the rest are still compared. Runs are grouped when they
-are comparable (model, dataset, precision, epochs, batch); the others are named with the reason.
+(slurm/sweep.py). Every file is validated against common.core.metrics' schema; a broken or
+partial file is reported by name and line, and the rest are still compared. Runs are grouped
+when they are comparable (model, dataset, precision, epochs, batch); the others are named with
+the reason.
 --out DIR writes report.html (self-contained), report.md, report.csv, report.json and the plots.
 --assert-close compares two loss curves step by step (epoch by epoch when either run has no step
 records) and names the first point that differs by more than --rtol.
@@ -21,9 +22,9 @@ import os
 import sys
 from pathlib import Path
 
-from common import report, sizes, tables
-from common.metrics import METRICS_FILENAME, scan
-from common.report import Run
+from common.core.metrics import METRICS_FILENAME, scan
+from common.report import sizes, tables
+from common.report.runs import Run, group_runs, rows_for
 
 
 def read_manifest(path: Path) -> tuple[list[Path], list[str]]:
@@ -135,7 +136,7 @@ def assert_close(a: str, b: str, rtol: float, steps: int) -> int:
 def write_outputs(
     out: Path, groups, runs_by_group, notes, problems, target: float, size_rows: list[dict]
 ) -> Path:
-    from common import pages, plots, sizeplot
+    from common.report import pages, plots, sizeplot
 
     out.mkdir(parents=True, exist_ok=True)
     rendered = []
@@ -208,8 +209,8 @@ def _main(argv: list[str] | None) -> int:
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
     target = args.target if args.target is not None else default_target(runs)
-    groups, notes = report.group_runs(runs)
-    runs_by_group = [report.rows_for(members, target) for _, members in groups]
+    groups, notes = group_runs(runs)
+    runs_by_group = [rows_for(members, target) for _, members in groups]
     for (key, _), rows in zip(groups, runs_by_group, strict=True):
         title = ", ".join(f"{name} {value}" for name, value in key.items())
         if args.format == "terminal":
@@ -239,7 +240,7 @@ def _main(argv: list[str] | None) -> int:
         else:
             print(f"report: {html_path}")
     if args.tensorboard and runs:
-        from common import tensorboard
+        from common.report import tensorboard
 
         try:
             written = tensorboard.write_events(runs, args.tensorboard)

@@ -3,10 +3,10 @@
 #
 #   sbatch [sbatch options] slurm/run_slurm.sh torch|tf|torchrun CONFIG [--set key=value ...]
 #   srun [srun options] slurm/run_slurm.sh torch|tf CONFIG [--set key=value ...]
-#   sbatch [sbatch options] slurm/run_slurm.sh preflight [common.preflight options]
+#   sbatch [sbatch options] slurm/run_slurm.sh preflight [common.tools.preflight options]
 #
 # Under sbatch (or salloc) the script launches the training step itself (srun below). Started
-# by srun it is already a task of a step: each task becomes one rank (common.cluster reads
+# by srun it is already a task of a step: each task becomes one rank (common.launch.cluster reads
 # SLURM_PROCID and the step's layout), and no step is launched from inside it.
 #
 #   torch     srun, one task per GPU (or per CPU slot): python -m torch_impl.train
@@ -14,7 +14,7 @@
 #   torchrun  srun, one task per node, each a torchrun agent (c10d rendezvous on the first node;
 #             torch_impl.agent: torchrun plus SIGUSR1 passed to the ranks and their exit 75)
 #             starting SUITE_NPROC_PER_NODE ranks (default: the node's GPUs, else 1)
-#   preflight the cluster check of `python -m common.preflight` (versions, devices, threads,
+#   preflight the cluster check of `python -m common.tools.preflight` (versions, devices, threads,
 #             all-reduce bandwidth, 20 steps of every strategy and precision), as srun steps of
 #             this job's layout; exits 1 naming the first failed check
 #
@@ -47,7 +47,7 @@ case $framework in
   torch) module=torch_impl.train ;;
   tf) module=tf_impl.train ;;
   torchrun) module=torch_impl.train ;;
-  preflight) module=common.preflight ;;
+  preflight) module=common.tools.preflight ;;
   *) die "unknown framework '$framework' (torch, tf or torchrun). $usage" ;;
 esac
 [[ -n ${SLURM_JOB_ID:-} ]] || die "not inside a SLURM job: submit it with sbatch. $usage"
@@ -94,11 +94,11 @@ fi
 echo "[$(date -u +%FT%TZ)] job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0}) on $SLURM_JOB_NODELIST: $framework $config $*"
 if [[ $framework == preflight ]]; then
   gpu=(); if (( ${SLURM_GPUS_ON_NODE:-0} > 0 )); then gpu=(--device gpu); fi
-  exec "${python[@]}" -m common.preflight --launcher slurm "${gpu[@]}" "$@"
+  exec "${python[@]}" -m common.tools.preflight --launcher slurm "${gpu[@]}" "$@"
 fi
 
 if [[ $framework == torchrun ]]; then
-  endpoint=$("${python[@]}" -m common.cluster rendezvous-endpoint) || exit 2
+  endpoint=$("${python[@]}" -m common.launch.environment rendezvous-endpoint) || exit 2
   nproc=${SUITE_NPROC_PER_NODE:-${SLURM_GPUS_ON_NODE:-1}}
   srun --ntasks-per-node=1 --kill-on-bad-exit=1 \
     "${python[@]}" -m torch_impl.agent --nnodes="$SLURM_JOB_NUM_NODES" --nproc-per-node="$nproc" \

@@ -31,7 +31,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # run as a script: common/ is beside slurm/
 
-from common import sizes  # noqa: E402
+from common.models import sizes  # noqa: E402
 
 ENDED = {
     "COMPLETED",
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sizes",
         default="",
-        help="model sizes (common.sizes: presets such as 10M, 1B; widths 4096x4096; w<N>); "
+        help="model sizes (common.tools.sizes: presets such as 10M, 1B; widths 4096x4096; w<N>); "
         "pair with --set data.name=synthetic to leave the input pipeline out",
     )
     parser.add_argument("--tasks-per-node", type=int, default=0)

@@ -18,11 +18,11 @@ atexit.register(shutil.rmtree, os.environ["SUITE_CACHE_DIR"], ignore_errors=True
 
 
 @pytest.fixture(scope="session")
-def mnist():
+def digits():
     """Real MNIST (make test fetches it first); a clear failure, never a skip, without it."""
-    from common import data
+    from common.data import mnist
 
     try:
-        return data.load_mnist()
-    except data.DataError as error:
+        return mnist.load_mnist()
+    except mnist.DataError as error:
         pytest.fail(f"real MNIST is needed: {error}")

@@ -66,8 +66,8 @@ def two_ranks_mid_training(module: str, root: Path, *extra: str, timeout_s: floa
     import os
     import time
 
-    from common import metrics
-    from common.launch import rank_environments
+    from common.core import metrics
+    from common.launch.local import rank_environments
 
     settings = [
         *SMALL,
@@ -102,7 +102,7 @@ def kill_second_rank_mid_training(module: str, root: Path, *extra: str, timeout_
     import signal
     import time
 
-    from common import metrics
+    from common.core import metrics
 
     ranks, metrics_file = two_ranks_mid_training(module, root, *extra, timeout_s=timeout_s)
     ranks[1].send_signal(signal.SIGKILL)
@@ -119,7 +119,7 @@ def cancel_while_a_peer_hangs(module: str, root: Path):
     import signal
     import time
 
-    from common import metrics
+    from common.core import metrics
 
     ranks, metrics_file = two_ranks_mid_training(module, root, timeout_s=120)
     ranks[1].send_signal(signal.SIGSTOP)

@@ -1,8 +1,8 @@
 """Valid metrics records for tests that need a run without training one."""
 
-from common import metrics, precision, run
-from common.cluster import local_spec
-from common.config_io import load_config
+from common.core import metrics, precision, run
+from common.core.config_io import load_config
+from common.launch.cluster import local_spec
 
 CFG = load_config(None, ["train.target_accuracy=0.9"])
 SPEC = local_spec(2, master_port=1, tf_ports=(2, 3), launch_id="t")

@@ -1,5 +1,5 @@
 """A numpy forward pass of the MNIST models in either framework's layout (inference: dropout
-is the identity). It pins down what `common.weights.to_keras` must preserve: the same logits
+is the identity). It pins down what `common.models.weights.to_keras` must preserve: the same logits
 from PyTorch-layout weights on NCHW input and from Keras-layout weights on NHWC input.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from common.weights import model_spec
+from common.models.weights import model_spec
 
 
 def _conv_nchw(x: np.ndarray, kernel_oihw: np.ndarray, bias: np.ndarray) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""The TensorFlow baseline for the benchmark (`python -m common.bench`), in a process of its own.
+"""The TensorFlow baseline for the benchmark (`python -m common.tools.bench`), in a process
+of its own.
 
     python -m tf_impl.bench --model cnn [--train-limit 6400] [--repeats 3] [--batch 64]
                             [--device auto|cpu|gpu]
@@ -21,7 +22,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from common import cluster, config_io, data, devices
+from common.core import config_io, devices
+from common.data import mnist
+from common.launch import environment
 from tf_impl.model import build_model
 from tf_impl.optim import build_optimizer
 
@@ -62,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
     args = parser.parse_args(argv)
-    spec = cluster.from_environment({})
+    spec = environment.from_environment({})
     gpus = tf.config.list_physical_devices("GPU")
     try:
         placed = devices.place(
@@ -73,9 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     tf.config.set_visible_devices(gpus[:1] if placed.device_type == "gpu" else [], "GPU")
     threads = devices.threads_per_rank(spec, devices.available_cores())
     tf.config.threading.set_intra_op_parallelism_threads(threads)
-    mnist = data.load_mnist()
-    images = tf.constant(data.normalize(mnist.train_images[: args.train_limit])[..., np.newaxis])
-    labels = tf.constant(mnist.train_labels[: args.train_limit].astype(np.int64))
+    digits = mnist.load_mnist()
+    images = tf.constant(mnist.normalize(digits.train_images[: args.train_limit])[..., np.newaxis])
+    labels = tf.constant(digits.train_labels[: args.train_limit].astype(np.int64))
     speeds = [plain_loop(args.model, images, labels, args.batch) for _ in range(args.repeats)]
     print(
         json.dumps(

@@ -1,8 +1,8 @@
 """Bring up MultiWorkerMirroredStrategy from the `common` cluster description.
 
-TF_CONFIG is set (by `common.cluster.write_tf_config`, its one writer) before TensorFlow does
+TF_CONFIG is set (by `common.launch.cluster.write_tf_config`, its one writer) before TensorFlow does
 anything else; every rank is one worker with one device (a GPU picked by local rank, or the
-CPU). Start-up is bounded twice: the ranks first meet in `common.rendezvous` (retried, names
+CPU). Start-up is bounded twice: the ranks first meet in `common.launch.rendezvous` (retried, names
 a missing worker), and TensorFlow's coordination service then gets dist.startup_timeout_s to
 register everyone.
 """
@@ -17,8 +17,9 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.eager import context
 
-from common import cluster, devices, rendezvous
-from common.config import Config
+from common.core import devices
+from common.core.config import Config
+from common.launch import cluster, rendezvous
 
 COMMUNICATION = {
     "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
@@ -43,7 +44,7 @@ class DistInfo(cluster.RankView):
 
 
 def pick_device(cfg: Config, spec: cluster.ClusterSpec) -> tuple[str, str]:
-    """Make one device visible to this worker (`common.devices.place` decides which; ValueError
+    """Make one device visible to this worker (`common.core.devices.place` decides which; ValueError
     when it cannot work): the GPU of its local rank, or none."""
     gpus = tf.config.list_physical_devices("GPU")
     placed = devices.place(
@@ -62,7 +63,7 @@ def pick_device(cfg: Config, spec: cluster.ClusterSpec) -> tuple[str, str]:
 
 
 def set_threads(spec: cluster.ClusterSpec) -> dict[str, int]:
-    """Intra- and inter-op threads by `common.devices`' rule (the same as torch's side)."""
+    """Intra- and inter-op threads by `common.core.devices`' rule (the same as torch's side)."""
     intra = devices.threads_per_rank(spec, devices.available_cores())
     tf.config.threading.set_intra_op_parallelism_threads(intra)
     tf.config.threading.set_inter_op_parallelism_threads(devices.inter_op_threads(intra))
@@ -122,7 +123,7 @@ def leave_together(info: DistInfo, timeout_s: float) -> None:
     """Return once every worker has finished its last collective. A worker whose last
     all-reduce has returned may still be serving buffers that a peer pulls (RecvBuf), so
     leaving at once broke the peer's reduce ("Socket closed"). So the workers meet once more
-    over plain TCP (`common.rendezvous`), which they reach only after all their own work."""
+    over plain TCP (`common.launch.rendezvous`), which they reach only after all their own work."""
     if info.distributed:
         rendezvous.wait_for_peers(info.spec, timeout_s, attempts=1)
 

@@ -1,7 +1,7 @@
-"""The MNIST models in Keras, built from `common.weights.model_spec`. No distributed code.
+"""The MNIST models in Keras, built from `common.models.weights.model_spec`. No distributed code.
 
 Activations are NHWC (Keras' default); the shared initial weights come in through
-`common.weights.to_keras`, which also reorders the first dense layer after the CNN's flatten.
+`common.models.weights.to_keras`, which also reorders the first dense layer after the CNN's flatten.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from common import weights
-from common.config import ModelConfig
+from common.models import weights
+from common.models.config import ModelConfig
 
 INPUT_SHAPE = (28, 28, 1)
 

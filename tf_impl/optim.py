@@ -19,8 +19,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from common import optim as common_optim
-from common.config import OptimConfig
+from common.core import optim as common_optim
+from common.core.config import OptimConfig
 
 
 class _CoupledWeightDecay:

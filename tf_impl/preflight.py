@@ -1,4 +1,4 @@
-"""The preflight's TensorFlow probe: one worker of `python -m common.preflight` (see there).
+"""The preflight's TensorFlow probe: one worker of `python -m common.tools.preflight` (see there).
 
     python -m common.launch --nproc 2 -- python -m tf_impl.preflight [--device auto]
 
@@ -16,7 +16,9 @@ import time
 
 import tensorflow as tf
 
-from common import cluster, config_io, preflight
+from common.core import config_io
+from common.launch import environment
+from common.tools import preflight
 from tf_impl import dist
 
 
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     overrides = [f"dist.device={args.device}", f"dist.tf32={str(args.tf32).lower()}"]
     try:
         cfg = config_io.load_config(None, overrides)
-        spec = cluster.from_environment()
+        spec = environment.from_environment()
         info = dist.setup_distributed(cfg, spec)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -10,7 +10,7 @@ so the loop is written out: `strategy.run` of a compiled step whose loss is
 
 from __future__ import annotations
 
-from common import run
+from common.core import run
 
 if __name__ == "__main__":  # --help in a second, before the framework is imported
     run.answer_help_early("python -m tf_impl.train", __doc__)
@@ -22,11 +22,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from common import cluster, config_io, devices, loop, precision
-from common.clocks import EpochMeanStepClock, HostStepClock
-from common.config import Config
-from common.rendezvous import RendezvousError
-from common.trainer import TrainerBase
+from common.core import config_io, devices, loop, precision
+from common.core.clocks import EpochMeanStepClock, HostStepClock
+from common.core.config import Config
+from common.core.trainer import TrainerBase
+from common.launch import environment
+from common.launch.rendezvous import RendezvousError
 from tf_impl import checkpoint, dist, gemm, memory
 from tf_impl.data import TfData, build_dataset
 from tf_impl.model import build_model
@@ -62,7 +63,7 @@ def make_train_step(
 ):
     """A compiled step; returns this worker's share of the global mean loss (the shares of all
     workers add up to the loss of the global batch). `fault`, a variable, multiplies the scaled
-    loss (inf forces an overflow; `common.precision.FORCE_OVERFLOW_VARIABLE`). `jit_compile`:
+    loss (inf forces an overflow; `common.core.precision.FORCE_OVERFLOW_VARIABLE`). `jit_compile`:
     the forward and backward pass go through XLA; the all-reduce inside apply_gradients cannot
     (MWMS's collective ops run outside XLA clusters), so it and the update stay as they are."""
 
@@ -121,7 +122,7 @@ def evaluate(eval_step, data: TfData, info: dist.DistInfo) -> tuple[float, float
 
 
 class TfTrainer(TrainerBase):
-    """tf_impl's side of `common.trainer.Trainer`: what only TensorFlow knows, nothing else."""
+    """tf_impl's side of `common.core.trainer.Trainer`: what only TensorFlow knows, nothing else."""
 
     framework = "tf"
     framework_version = tf.__version__
@@ -236,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     args, options = run.parse_train_args("python -m tf_impl.train", __doc__, argv)
     try:
         cfg = config_io.config_from_args(args)
-        spec = cluster.from_environment()
+        spec = environment.from_environment()
         run.check_launch(cfg, spec.world_size)
         info = dist.setup_distributed(cfg, spec)
     except ValueError as error:  # bad config or launch variables: nothing has started

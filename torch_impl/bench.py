@@ -1,4 +1,5 @@
-"""The PyTorch baselines for the benchmark (`python -m common.bench`), in a process of their own.
+"""The PyTorch baselines for the benchmark (`python -m common.tools.bench`), in a process
+of their own.
 
     python -m torch_impl.bench --model cnn [--train-limit 6400] [--repeats 3] [--batch 64]
                                [--device auto|cpu|gpu]
@@ -22,7 +23,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from common import cluster, config_io, data, devices
+from common.core import config_io, devices
+from common.data import mnist
+from common.launch import environment
 from torch_impl.data import MnistImages
 from torch_impl.model import build_model
 from torch_impl.optim import build_optimizer
@@ -59,12 +62,12 @@ def plain_loop(model_name: str, images: torch.Tensor, labels: torch.Tensor, batc
 
 
 def seed_style_loop(
-    model_name: str, mnist: data.Mnist, limit: int, batch: int, device: torch.device
+    model_name: str, digits: mnist.Mnist, limit: int, batch: int, device: torch.device
 ) -> float:
     """samples/s of the tutorials' loop: per-sample transform in a DataLoader, shuffle=True,
     each batch copied to the device."""
     model, optimizer = _model_and_optimizer(model_name, device)
-    dataset = MnistImages(mnist.train_images[:limit], mnist.train_labels[:limit])
+    dataset = MnistImages(digits.train_images[:limit], digits.train_labels[:limit])
     loader = DataLoader(dataset, batch_size=batch, shuffle=True, num_workers=1, drop_last=True)
     for _ in range(2):  # the second epoch is timed; it still starts its loader worker
         start = time.perf_counter()
@@ -88,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
     args = parser.parse_args(argv)
-    spec = cluster.from_environment({})
+    spec = environment.from_environment({})
     torch.set_num_threads(devices.threads_per_rank(spec, devices.available_cores()))
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
     try:
@@ -98,14 +101,14 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         parser.error(str(error))
     device = torch.device("cuda", 0) if placed.device_type == "gpu" else torch.device("cpu")
-    mnist = data.load_mnist()
+    digits = mnist.load_mnist()
     limit = args.train_limit
-    images = torch.from_numpy(data.normalize(mnist.train_images[:limit])).unsqueeze(1)
+    images = torch.from_numpy(mnist.normalize(digits.train_images[:limit])).unsqueeze(1)
     images = images.to(device)
-    labels = torch.from_numpy(mnist.train_labels[:limit]).to(device)
+    labels = torch.from_numpy(digits.train_labels[:limit]).to(device)
     plain = [plain_loop(args.model, images, labels, args.batch) for _ in range(args.repeats)]
     seed = [
-        seed_style_loop(args.model, mnist, limit, args.batch, device) for _ in range(args.repeats)
+        seed_style_loop(args.model, digits, limit, args.batch, device) for _ in range(args.repeats)
     ]
     speeds = {"plain loop": statistics.median(plain), "seed-style loop": statistics.median(seed)}
     print(json.dumps({"model": args.model, "samples_per_s": speeds}))

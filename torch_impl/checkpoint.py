@@ -1,7 +1,8 @@
 """Checkpoints with torch.distributed.checkpoint (DCP), and the final unsharded export.
 
-`save_checkpoint` writes into the folder `common.loop` gives it (`common.checkpoints` decides
-where, marks it complete with a manifest of checksums, and verifies it before a resume): the
+`save_checkpoint` writes into the folder `common.core.loop` gives it
+(`common.core.checkpoints` decides where, marks it complete with a manifest of
+checksums, and verifies it before a resume): the
 DCP shards of model and optimizer (each rank writes its own) and each rank's RNG state.
 """
 

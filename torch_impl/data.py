@@ -16,10 +16,10 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from common import data as common_data
-from common import devices
-from common.config import Config
-from common.shard import TrainPlan, plans_for
+from common.core import devices
+from common.core.config import Config
+from common.data import mnist as common_data
+from common.data.shard import TrainPlan, plans_for
 from torch_impl.dist import DistInfo
 
 

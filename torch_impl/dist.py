@@ -16,8 +16,9 @@ import numpy as np
 import torch
 import torch.distributed as torch_dist
 
-from common import cluster, devices
-from common.config import Config
+from common.core import devices
+from common.core.config import Config
+from common.launch import cluster
 from torch_impl import nccl
 
 
@@ -37,7 +38,7 @@ class DistInfo(cluster.RankView):
 
 
 def pick_device(cfg: Config, spec: cluster.ClusterSpec) -> torch.device:
-    """This rank's device (`common.devices.place` decides; ValueError when it cannot work)."""
+    """This rank's device (`common.core.devices.place` decides; ValueError when it cannot work)."""
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
     placed = devices.place(
         framework="torch", requested=cfg.dist.device, visible_gpus=visible, spec=spec
@@ -48,7 +49,8 @@ def pick_device(cfg: Config, spec: cluster.ClusterSpec) -> torch.device:
 
 
 def set_threads(spec: cluster.ClusterSpec) -> dict[str, int]:
-    """Intra- and inter-op threads by `common.devices`' rule (the same as TensorFlow's side)."""
+    """Intra- and inter-op threads by `common.core.devices`' rule (the same as TensorFlow's
+    side)."""
     intra = devices.threads_per_rank(spec, devices.available_cores())
     torch.set_num_threads(intra)
     try:  # allowed once, before any inter-op work has started

@@ -1,11 +1,11 @@
-"""The peak MFU divides by (`common.peak`): a square matmul timed on this rank's device and
+"""The peak MFU divides by (`common.core.peak`): a square matmul timed on this rank's device and
 threads, at the run's compute precision."""
 
 from __future__ import annotations
 
 import torch
 
-from common import peak
+from common.core import peak
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 SIZE = {"cpu": 2048, "cuda": 8192}  # about 0.1 s on 2 CPU cores, milliseconds on a GPU

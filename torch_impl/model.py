@@ -1,8 +1,8 @@
-"""The MNIST models in PyTorch, built from `common.weights.model_spec`. No distributed code.
+"""The MNIST models in PyTorch, built from `common.models.weights.model_spec`. No distributed code.
 
 A model is first made on the meta device (shapes, no storage), so that its size costs nothing
 until a strategy decides where its parameters live; `load_initial_weights` then fills them one
-layer at a time from `common.weights.layer_weights`.
+layer at a time from `common.models.weights.layer_weights`.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from common import weights
-from common.config import ModelConfig
+from common.models import weights
+from common.models.config import ModelConfig
 
 
 class MnistNet(nn.Module):
-    """Runs a `common.weights` layer list; conv and dense layers are child modules by name.
+    """Runs a `common.models.weights` layer list; conv and dense layers are child modules by name.
 
     The convolutional stage runs channels-last (NHWC, TensorFlow's layout too): on this 2-core
     CPU the CNN's conv2 ran 3.5x faster forward and 1.5x forward and backward in it, max-pooling

@@ -35,8 +35,9 @@ from torch.distributed.fsdp.wrap import lambda_auto_wrap_policy
 from torch.distributed.tensor import DTensor, distribute_tensor
 from torch.nn.parallel import DistributedDataParallel
 
-from common import weights
-from common.config import Config, ModelConfig
+from common.core.config import Config
+from common.models import weights
+from common.models.config import ModelConfig
 from torch_impl.model import (
     MnistNet,
     build_model,

@@ -1,6 +1,6 @@
 """Mixed precision on every torch strategy, loss scaling under fp16, and TF32.
 
-What each strategy does with `torch.mixed_precision` (the meanings `common.precision.numerics`
+What each strategy does with `torch.mixed_precision` (the meanings `common.core.precision.numerics`
 records):
   single, ddp  `torch.autocast` around the forward: fp32 parameters, low-precision compute,
                fp32 gradients (DDP reduces those).
@@ -28,8 +28,8 @@ import torch
 from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 from torch.distributed.tensor import DTensor
 
-from common import precision
-from common.config import Config
+from common.core import precision
+from common.core.config import Config
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 

@@ -1,4 +1,4 @@
-"""The preflight's torch probe: one rank of `python -m common.preflight` (see there).
+"""The preflight's torch probe: one rank of `python -m common.tools.preflight` (see there).
 
     python -m common.launch --nproc 2 -- python -m torch_impl.preflight [--device auto]
 
@@ -16,7 +16,9 @@ import time
 import torch
 import torch.distributed as torch_dist
 
-from common import cluster, config_io, preflight
+from common.core import config_io
+from common.launch import environment
+from common.tools import preflight
 from torch_impl import dist
 from torch_impl.parallel import resolve_strategy
 from torch_impl.precision import apply_tf32
@@ -51,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     overrides = [f"dist.device={args.device}", f"dist.tf32={str(args.tf32).lower()}"]
     try:
-        spec = cluster.from_environment()
+        spec = environment.from_environment()
         cfg = resolve_strategy(config_io.load_config(None, overrides), spec.world_size)
         info = dist.setup_distributed(cfg, spec)
     except ValueError as error:

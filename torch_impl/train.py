@@ -7,7 +7,7 @@ Start it with torchrun, srun or `python -m common.launch --nproc N --`: the same
 
 from __future__ import annotations
 
-from common import run
+from common.core import run
 
 if __name__ == "__main__":  # --help in a second, before the framework is imported
     run.answer_help_early("python -m torch_impl.train", __doc__)
@@ -19,10 +19,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from common import cluster, config_io, devices, loop, precision
-from common.clocks import HostStepClock
-from common.config import Config
-from common.trainer import TrainerBase
+from common.core import config_io, devices, loop, precision
+from common.core.clocks import HostStepClock
+from common.core.config import Config
+from common.core.trainer import TrainerBase
+from common.launch import environment
 from torch_impl import checkpoint, dist, gemm, memory
 from torch_impl.data import TorchData, build_dataset
 from torch_impl.optim import build_optimizer, implementation, set_learning_rate
@@ -99,7 +100,7 @@ def evaluate(model, data: TorchData, info: dist.DistInfo, amp: Amp) -> tuple[flo
 
 
 class TorchTrainer(TrainerBase):
-    """torch_impl's side of `common.trainer.Trainer`: what only torch knows, nothing else."""
+    """torch_impl's side of `common.core.trainer.Trainer`: what only torch knows, nothing else."""
 
     framework = "torch"
     framework_version = torch.__version__
@@ -193,7 +194,7 @@ class TorchTrainer(TrainerBase):
 def main(argv: list[str] | None = None) -> int:
     args, options = run.parse_train_args("python -m torch_impl.train", __doc__, argv)
     try:
-        spec = cluster.from_environment()
+        spec = environment.from_environment()
         cfg = resolve_strategy(config_io.config_from_args(args), spec.world_size)
         run.check_launch(cfg, spec.world_size)
         on_gpu = dist.pick_device(cfg, spec).type == "cuda"

@@ -1,14 +1,15 @@
-"""Checkpoint folders (common.checkpoints) and whether a launch may go on with a run
-(common.resume): real files, flipped bytes, configs that differ."""
+"""Checkpoint folders (common.core.checkpoints) and whether a launch may go on with a run
+(common.core.resume): real files, flipped bytes, configs that differ."""
 
 import json
 
 import pytest
 
-from common import checkpoints, cluster, config_io, resume
-from common.run import RunOptions
+from common.core import checkpoints, config_io, resume
+from common.core.run import RunOptions
+from common.launch import environment
 
-SPEC = cluster.from_environment({})  # one local process, no SLURM job
+SPEC = environment.from_environment({})  # one local process, no SLURM job
 
 
 def job(job_id="5", restarts=0, cluster_name="alpha"):
@@ -23,7 +24,7 @@ def job(job_id="5", restarts=0, cluster_name="alpha"):
         "SLURM_RESTART_COUNT": str(restarts),
         "SLURM_CLUSTER_NAME": cluster_name,
     }
-    return cluster.from_environment(env)
+    return environment.from_environment(env)
 
 
 def make_checkpoint(run_dir, epoch, payload=b"weights"):

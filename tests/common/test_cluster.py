@@ -2,8 +2,13 @@ import json
 
 import pytest
 
-from common import cluster, ports
-from common.hostlist import HostlistError, expand_hostlist, expand_tasks_per_node, ranks_to_hosts
+from common.launch import cluster, environment, ports
+from common.launch.hostlist import (
+    HostlistError,
+    expand_hostlist,
+    expand_tasks_per_node,
+    ranks_to_hosts,
+)
 
 
 @pytest.mark.parametrize(
@@ -85,7 +90,7 @@ def slurm_env(procid, localid, node, **extra):
 
 
 def test_spec_and_tf_config_from_a_slurm_step():
-    spec = cluster.from_environment(slurm_env(3, 1, "gpu-02"))
+    spec = environment.from_environment(slurm_env(3, 1, "gpu-02"))
     assert (spec.launcher, spec.rank, spec.local_rank, spec.world_size) == ("slurm", 3, 1, 7)
     assert spec.node == "gpu-02" and spec.local_world_size == 2
     assert spec.hosts == ("gpu-01",) * 2 + ("gpu-02",) * 2 + ("gpu-03",) * 2 + ("gpu-7",)
@@ -106,13 +111,13 @@ def test_spec_and_tf_config_from_a_slurm_step():
         f"gpu-7:{base + 1}",
     ]
     # every task of the step derives the same worker list
-    last = cluster.from_environment(slurm_env(6, 0, "gpu-7"))
+    last = environment.from_environment(slurm_env(6, 0, "gpu-7"))
     assert last.tf_config()["cluster"] == config["cluster"] and last.local_world_size == 1
 
 
 def test_cyclic_distribution_maps_ranks_round_robin():
     env = slurm_env(1, 0, "gpu-02", SLURM_DISTRIBUTION="cyclic")
-    spec = cluster.from_environment(env)
+    spec = environment.from_environment(env)
     assert spec.hosts[:5] == ("gpu-01", "gpu-02", "gpu-03", "gpu-7", "gpu-01")
 
 
@@ -149,7 +154,7 @@ def test_ports_differ_between_jobs_and_steps_and_stay_out_of_the_ephemeral_range
 )
 def test_inconsistent_slurm_variables_are_named(change, message):
     with pytest.raises(cluster.ClusterError, match=message):
-        cluster.from_environment(slurm_env(3, 1, "gpu-02", **change))
+        environment.from_environment(slurm_env(3, 1, "gpu-02", **change))
 
 
 def test_torchrun_variables_win_over_slurm_and_have_no_tf_config():
@@ -163,17 +168,17 @@ def test_torchrun_variables_win_over_slurm_and_have_no_tf_config():
         "MASTER_PORT": "29500",
         "TORCHELASTIC_RUN_ID": "abc",
     }
-    spec = cluster.from_environment(env)
+    spec = environment.from_environment(env)
     assert (spec.launcher, spec.rank, spec.local_rank, spec.world_size) == ("torchrun", 5, 1, 8)
     assert (spec.master_port, spec.launch_id) == (29500, "abc")
     with pytest.raises(cluster.ClusterError, match="cannot be built"):
         spec.tf_config()
     with pytest.raises(cluster.ClusterError, match="RANK=8 is outside|rank 8 is outside"):
-        cluster.from_environment({**env, "RANK": "8"})
+        environment.from_environment({**env, "RANK": "8"})
 
 
 def test_no_launcher_means_one_local_process():
-    spec = cluster.from_environment({})
+    spec = environment.from_environment({})
     assert (spec.launcher, spec.rank, spec.world_size, spec.is_chief) == ("single", 0, 1, True)
     assert spec.tf_config()["cluster"]["worker"] == [f"localhost:{spec.tf_ports[0]}"]
 
@@ -181,7 +186,7 @@ def test_no_launcher_means_one_local_process():
 def test_one_process_gets_no_tf_config():
     """One worker must not start TensorFlow's gRPC server: TF_CONFIG is removed, not written."""
     environ = {"TF_CONFIG": "{}"}
-    cluster.write_tf_config(cluster.from_environment({}), environ)
+    cluster.write_tf_config(environment.from_environment({}), environ)
     assert "TF_CONFIG" not in environ
 
 

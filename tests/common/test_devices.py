@@ -1,9 +1,10 @@
-"""The device and thread decisions (`common.devices`), with faked device counts and faked
+"""The device and thread decisions (`common.core.devices`), with faked device counts and faked
 launch environments: what a GPU node or a SLURM step would show, without one."""
 
 import pytest
 
-from common import cluster, devices
+from common.core import devices
+from common.launch import environment
 from tests.common.test_cluster import slurm_env
 
 
@@ -19,7 +20,7 @@ def torchrun_env(local_world=4, **extra):
 
 
 def place(requested, visible, env, framework="torch"):
-    spec = cluster.from_environment(env)
+    spec = environment.from_environment(env)
     return devices.place(framework=framework, requested=requested, visible_gpus=visible, spec=spec)
 
 
@@ -54,7 +55,7 @@ def test_a_task_with_its_own_gpu_takes_it_whatever_its_local_rank():
 
 
 def threads(env, available):
-    return devices.threads_per_rank(cluster.from_environment(env), available)
+    return devices.threads_per_rank(environment.from_environment(env), available)
 
 
 def test_threads_follow_the_slurm_allocation():
@@ -103,7 +104,7 @@ def test_task_sh_gives_each_task_its_own_gpu_and_leaves_extra_tasks_unbound():
 
 
 def test_auto_eval_batch_is_each_frameworks_fastest_on_the_device_and_is_recorded():
-    from common import config_io
+    from common.core import config_io
 
     auto = config_io.load_config(None, [])
     assert auto.train.eval_batch_size == 0

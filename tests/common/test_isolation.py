@@ -1,18 +1,63 @@
-"""common/ is the framework-free spine: importing all of it loads neither torch nor TensorFlow."""
+"""common/ is the framework-free spine, in subpackages by job whose imports only go down:
+tools (bench, sizes, preflight) over report (what compare shows) over core (what a run is made
+of) over models (what is trained) over data (what it trains on) and launch (how ranks meet)."""
 
+import ast
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import common
 
+COMMON = Path(common.__file__).parent
+# Each subpackage may import only from those of a lower layer (and from itself).
+LAYERS = {"launch": 0, "data": 0, "models": 1, "core": 2, "report": 3, "tools": 4}
+
+
+def common_modules() -> list[str]:
+    walked = pkgutil.walk_packages(common.__path__, "common.")
+    return [info.name for info in walked if not info.name.endswith("__main__")]
+
+
+def test_common_is_split_into_subpackages_by_job():
+    top = {path.name for path in COMMON.iterdir() if path.suffix == ".py"}
+    assert top == {"__init__.py"}, f"modules outside a subpackage: {sorted(top)}"
+    packages = {info.name for info in pkgutil.iter_modules(common.__path__) if info.ispkg}
+    assert packages == set(LAYERS)
+
+
+def imports_of(path: Path) -> set[str]:
+    """The `common.<subpackage>` names a module imports (at module level or inside functions)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        found |= {name.split(".")[1] for name in names if name.startswith("common.")}
+    return found
+
+
+def test_imports_only_go_down():
+    upward = []
+    for path in COMMON.rglob("*.py"):
+        package = path.relative_to(COMMON).parts[0]
+        if package not in LAYERS:
+            continue
+        for imported in imports_of(path) - {package}:
+            if LAYERS[imported] >= LAYERS[package]:
+                upward.append(f"{path.relative_to(COMMON.parent)} imports common.{imported}")
+    assert not upward, "\n".join(sorted(upward))
+
 
 def test_common_imports_no_framework():
-    modules = [f"common.{info.name}" for info in pkgutil.iter_modules(common.__path__)]
-    assert {"common.config", "common.data", "common.cluster", "common.metrics"} <= set(modules)
+    modules = common_modules()
+    assert {"common.core.config", "common.data.mnist", "common.launch.cluster"} <= set(modules)
     probe = (
         f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
         "print(sorted(m for m in ('torch', 'tensorflow', 'keras') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -9,7 +9,7 @@ LAUNCH = [sys.executable, "-m", "common.launch"]
 
 def test_every_rank_gets_a_consistent_cluster_spec():
     probe = (
-        "from common import cluster; s = cluster.from_environment(); "
+        "from common.launch import environment; s = environment.from_environment(); "
         "print(s.launcher, s.rank, s.world_size, s.tf_config()['task']['index'], "
         "len(set(s.tf_ports)), s.launch_id.startswith('local-'))"
     )
@@ -117,7 +117,7 @@ def test_a_rank_stopped_after_the_grace_hears_why():
 
 
 def test_a_rank_killed_by_a_signal_is_blamed_before_a_peer_that_exited():
-    from common.launch import _first_failure
+    from common.launch.local import _first_failure
 
     exits = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(1)"])
     killed = subprocess.Popen([sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"])

@@ -1,4 +1,4 @@
-"""The epoch driver (`common.loop`) with a third, framework-free trainer: a numpy softmax
+"""The epoch driver (`common.core.loop`) with a third, framework-free trainer: a numpy softmax
 regression that fills the same contract as torch_impl's and tf_impl's. Its resume, stop rules,
 preemption, step records and failures are the driver's, so they are tested here once."""
 
@@ -9,9 +9,10 @@ import signal
 import numpy as np
 import pytest
 
-from common import clocks, cluster, config_io, loop, metrics, precision
-from common.memory import MemoryUse
-from common.run import RunOptions
+from common.core import clocks, config_io, loop, metrics, precision
+from common.core.memory import MemoryUse
+from common.core.run import RunOptions
+from common.launch import environment
 from tests.schema_check import check_file
 
 
@@ -22,7 +23,7 @@ class NumpyTrainer:
     steps_per_epoch, global_batch = 4, 16
 
     def __init__(self, fail_at_step=None, preempt_at_step=None, failure=None):
-        self.spec = cluster.from_environment({})
+        self.spec = environment.from_environment({})
         self.fail_at_step, self.preempt_at_step = fail_at_step, preempt_at_step
         self.failure = failure or ValueError("a step broke")
         self.steps_taken = 0
@@ -168,7 +169,7 @@ def test_a_whole_run_writes_every_record(tmp_path):
     assert steps == [3, 6, 9, 12]  # global step numbers across epochs
     assert records[-1]["epochs_completed"] == 3 and records[-1]["error"] is None
     first_epoch = next(r for r in records if r["record"] == "epoch")
-    assert first_epoch["flops_per_sample"] == 655_104  # the config's MLP, common.weights
+    assert first_epoch["flops_per_sample"] == 655_104  # the config's MLP, common.models.weights
     assert first_epoch["peak_flops"] == 1e9  # the one rank's peak_flops()
     assert first_epoch["mfu"] == pytest.approx(first_epoch["samples_per_s"] * 655_104 / 1e9)
     assert first_epoch["memory"] == [

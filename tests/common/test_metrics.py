@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from common import metrics, run
+from common.core import metrics, run
 from tests.records import CFG, epoch_record, start_record, write_run
 
 

@@ -3,8 +3,8 @@
 import threading
 import time
 
-from common.cluster import ClusterSpec, free_ports, local_spec
-from common.rendezvous import RendezvousError, wait_for_peers
+from common.launch.cluster import ClusterSpec, free_ports, local_spec
+from common.launch.rendezvous import RendezvousError, wait_for_peers
 
 
 def _spec(rank: int, world: int, port: int) -> ClusterSpec:

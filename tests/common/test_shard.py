@@ -4,7 +4,7 @@ import sys
 import numpy as np
 import pytest
 
-from common.shard import EvalPlan, TrainPlan, epoch_permutation
+from common.data.shard import EvalPlan, TrainPlan, epoch_permutation
 
 
 @pytest.mark.parametrize(
@@ -50,7 +50,7 @@ def test_permutation_depends_on_seed_and_epoch_only():
 def test_permutation_is_the_same_in_any_process():
     """Any caller, any process: a framework-free function of (seed, epoch, n)."""
     probe = (
-        "from common.shard import epoch_permutation as p; "
+        "from common.data.shard import epoch_permutation as p; "
         "print(p(7, 3, 60000)[:8].tolist(), int(p(7, 3, 60000).sum()))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

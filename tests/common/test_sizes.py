@@ -4,9 +4,13 @@ and the series compare.py draws."""
 import numpy as np
 import pytest
 
-from common import config_io, data, sizes, synthetic, weights
-from common.config import DataConfig, ModelConfig
-from common.report import Run
+from common.core import config_io
+from common.data import mnist, synthetic
+from common.data.config import DataConfig
+from common.models import sizes, weights
+from common.models.config import ModelConfig
+from common.report import sizes as size_axis
+from common.report.runs import Run
 from tests import reference
 from tests.records import epoch_record, start_record
 
@@ -65,9 +69,9 @@ def test_weights_drawn_in_pieces_equal_the_weights_drawn_at_once(monkeypatch):
 @pytest.mark.parametrize(
     "model", [ModelConfig(hidden=(96, 80, 64)), ModelConfig(name="cnn", width=2)]
 )
-def test_a_resized_model_keeps_torch_and_keras_layouts_equal(model, mnist):
+def test_a_resized_model_keeps_torch_and_keras_layouts_equal(model, digits):
     canonical = weights.initial_weights(model, seed=0)
-    images = data.normalize(mnist.test_images[:4])
+    images = mnist.normalize(digits.test_images[:4])
     torch_logits = reference.forward(model, weights.to_torch(canonical), images, "torch")
     keras_logits = reference.forward(model, weights.to_keras(model, canonical), images, "keras")
     np.testing.assert_allclose(keras_logits, torch_logits, rtol=0, atol=1e-12)
@@ -76,8 +80,8 @@ def test_a_resized_model_keeps_torch_and_keras_layouts_equal(model, mnist):
 
 
 def test_synthetic_data_is_fixed_learnable_and_cut_like_mnist():
-    full = data.load_limited(DataConfig(name="synthetic"))
-    again = data.load_limited(DataConfig(name="synthetic", train_limit=500, test_limit=50))
+    full = mnist.load_limited(DataConfig(name="synthetic"))
+    again = mnist.load_limited(DataConfig(name="synthetic", train_limit=500, test_limit=50))
     assert full.train_images.shape == (60_000, 28, 28) and full.test_images.shape == (
         10_000,
         28,
@@ -111,15 +115,15 @@ def _sized_run(name: str, hidden: list[int], samples_per_s: float) -> Run:
 def test_size_rows_need_two_sizes_of_one_series():
     small, big = _sized_run("small", [64], 500.0), _sized_run("big", [256, 256], 100.0)
     assert big.start["model_params"] == 784 * 256 + 256 + 256 * 256 + 256 + 2570
-    rows = sizes.size_rows([big, small])
+    rows = size_axis.size_rows([big, small])
     assert [(row["params"], row["samples_s"]) for row in rows] == [
         (50_890, 500.0),
         (269_322, 100.0),
     ]
     assert rows[0]["state_mib"] == 1600 / 2**20 and rows[0]["above_mib"] == 0
-    assert sizes.size_rows([small]) == []  # one size: no axis
+    assert size_axis.size_rows([small]) == []  # one size: no axis
     other = _sized_run("other", [256, 256], 90.0)
     other.start["config"]["optim"]["lr"] = 0.5  # another experiment: its own series
-    assert len(sizes.size_rows([small, other])) == 0
-    lines = sizes.size_table_lines(rows)
+    assert len(size_axis.size_rows([small, other])) == 0
+    lines = size_axis.size_table_lines(rows)
     assert lines[0][:2] == ["parameters", "framework"] and lines[1][0] == "0.1M"

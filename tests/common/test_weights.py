@@ -1,27 +1,29 @@
 import numpy as np
 import pytest
 
-from common import data, peak, weights
-from common.config import ModelConfig
+from common.core import peak
+from common.data import mnist
+from common.models import weights
+from common.models.config import ModelConfig
 from tests import reference
 
 
 @pytest.mark.parametrize("model", ["mlp", "cnn"])
-def test_torch_and_keras_layouts_compute_the_same_logits(model, mnist):
+def test_torch_and_keras_layouts_compute_the_same_logits(model, digits):
     canonical = weights.initial_weights(model, seed=0)
-    images = data.normalize(mnist.test_images[:16])
+    images = mnist.normalize(digits.test_images[:16])
     torch_logits = reference.forward(model, weights.to_torch(canonical), images, "torch")
     keras_logits = reference.forward(model, weights.to_keras(model, canonical), images, "keras")
     assert torch_logits.shape == (16, 10)
     np.testing.assert_allclose(keras_logits, torch_logits, rtol=0, atol=1e-12)
 
 
-def test_a_wrong_flatten_order_would_be_caught(mnist):
+def test_a_wrong_flatten_order_would_be_caught(digits):
     """Guard the guard: transposing fc1 naively (no CHW->HWC reorder) changes the logits."""
     canonical = weights.initial_weights("cnn", seed=0)
     keras = weights.to_keras("cnn", canonical)
     keras["fc1.kernel"] = canonical["fc1.weight"].T
-    images = data.normalize(mnist.test_images[:4])
+    images = mnist.normalize(digits.test_images[:4])
     right = reference.forward("cnn", weights.to_torch(canonical), images, "torch")
     wrong = reference.forward("cnn", keras, images, "keras")
     assert np.abs(right - wrong).max() > 1e-3

@@ -4,7 +4,7 @@ import shutil
 import pytest
 
 import compare
-from common.config_io import load_config
+from common.core.config_io import load_config
 from tests.records import start_record, write_run
 
 
@@ -83,7 +83,7 @@ def test_a_target_given_in_percent_is_refused(tmp_path, capsys):
 
 
 def test_the_verdict_reads_the_rows():
-    from common import verdict
+    from common.report import verdict
 
     def row(framework, strategy, world, samples, state, final, target_s=None):
         return {
@@ -124,8 +124,8 @@ def test_the_verdict_reads_the_rows():
 
 def test_runs_of_different_layouts_are_rows_of_their_own(tmp_path):
     """1 node x 2 ranks and 2 nodes x 1 rank measure different things (no network, or one)."""
-    from common import metrics
-    from common.report import Run, rows_for
+    from common.core import metrics
+    from common.report.runs import Run, rows_for
 
     runs = []
     for name, hosts, launcher in (

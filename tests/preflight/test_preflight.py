@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
-from common import preflight
+from common.tools import preflight
 
 
 def run_preflight(*args):
-    command = [sys.executable, "-m", "common.preflight", *args]
+    command = [sys.executable, "-m", "common.tools.preflight", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=900)
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import compare
-from common import metrics
+from common.core import metrics
 from tests.slurm.jobs import (
     QUICK,
     REPO,

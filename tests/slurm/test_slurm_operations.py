@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from common import metrics
+from common.core import metrics
 from tests.slurm.jobs import ROOT_ONLY, layout, slurm_env, submit, wait_for
 
 pytestmark = ROOT_ONLY
@@ -39,7 +39,7 @@ HOSTLISTS = [
 
 @pytest.mark.parametrize("cluster", [1], indirect=True)
 def test_the_built_in_hostlist_expansion_equals_scontrols(cluster, tmp_path):
-    from common.hostlist import expand_hostlist
+    from common.launch.hostlist import expand_hostlist
 
     for text in HOSTLISTS:
         shown = subprocess.run(

@@ -15,7 +15,7 @@ def bench(*options: str) -> str:
     command = [
         sys.executable,
         "-m",
-        "common.bench",
+        "common.tools.bench",
         "--models",
         "mlp",
         "--strategies",
@@ -60,6 +60,6 @@ def test_a_single_pass_prints_no_ratio_and_no_spread():
 
 
 def test_an_unknown_framework_is_refused():
-    command = [sys.executable, "-m", "common.bench", "--frameworks", "torch,jax"]
+    command = [sys.executable, "-m", "common.tools.bench", "--frameworks", "torch,jax"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "unknown ['jax']; choose from torch,tf" in done.stderr

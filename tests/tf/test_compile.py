@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import compare
-from common import metrics
+from common.core import metrics
 from tests.launching import runner
 
 PARITY = ["--config", "configs/parity_sgd.yaml"]

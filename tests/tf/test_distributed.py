@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import compare
-from common import metrics
-from common.launch import rank_environments
+from common.core import metrics
+from common.launch.local import rank_environments
 from tests.launching import SMALL, kill_second_rank_mid_training, runner, train_command
 
 PARITY = ["--config", "configs/parity_sgd.yaml"]

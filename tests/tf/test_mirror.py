@@ -1,11 +1,13 @@
 """torch_impl and tf_impl are mirror images: the same public names in dist, memory and
-checkpoint, and both trainers fill every member of `common.trainer.Trainer` with its signature."""
+checkpoint, and both trainers fill every member of `common.core.trainer.Trainer` with its
+signature."""
 
 import inspect
 
 import pytest
 
-from common import cluster, config_io, trainer
+from common.core import config_io, trainer
+from common.launch import cluster, environment
 from tf_impl import checkpoint as tf_checkpoint
 from tf_impl import dist as tf_dist
 from tf_impl import gemm as tf_gemm
@@ -66,7 +68,7 @@ def trainers():
     import torch
 
     cfg = config_io.load_config(None, [])
-    spec = cluster.from_environment({})
+    spec = environment.from_environment({})
     torch_info = torch_dist.DistInfo(spec, torch.device("cpu"), "cpu", "cpu", backend=None)
     tf_info = tf_dist.DistInfo(spec, tf.distribute.get_strategy(), "CPU:0", "cpu", "cpu")
     return [TorchTrainer(cfg, torch_info), TfTrainer(cfg, tf_info)]

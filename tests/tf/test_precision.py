@@ -5,8 +5,8 @@ the CPU, and TF32 set and recorded."""
 import numpy as np
 import pytest
 
-from common import metrics
-from common.precision import FORCE_OVERFLOW_VARIABLE, LOSS_SCALE_INIT
+from common.core import metrics
+from common.core.precision import FORCE_OVERFLOW_VARIABLE, LOSS_SCALE_INIT
 
 FP16 = ["tf.mixed_precision=fp16", "dist.timeout_s=20"]
 OVERFLOW_ON_WORKER_1 = {FORCE_OVERFLOW_VARIABLE: "1:3"}

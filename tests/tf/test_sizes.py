@@ -4,7 +4,7 @@ data (which both sides must therefore read identically), and memory above the ba
 import numpy as np
 import pytest
 
-from common import metrics
+from common.core import metrics
 from tests.launching import runner
 
 PARITY = ["--config", "configs/parity_sgd.yaml"]

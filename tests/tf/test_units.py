@@ -7,10 +7,11 @@ import tensorflow as tf
 import torch
 
 import torch_impl.optim as torch_optim
-from common import config_io, weights
-from common.cluster import local_spec
-from common.config import OptimConfig
-from common.data import normalize
+from common.core import config_io
+from common.core.config import OptimConfig
+from common.data.mnist import normalize
+from common.launch.cluster import local_spec
+from common.models import weights
 from tests import reference
 from tf_impl.data import build_dataset
 from tf_impl.dist import DistInfo
@@ -19,10 +20,10 @@ from tf_impl.optim import build_optimizer, set_learning_rate
 
 
 @pytest.mark.parametrize("name", ["mlp", "cnn"])
-def test_model_starts_from_the_shared_weights(name, mnist):
+def test_model_starts_from_the_shared_weights(name, digits):
     cfg = config_io.load_config(None, [f"model.name={name}", "train.seed=4"])
     model = build_model(cfg.model, seed=4)
-    images = normalize(mnist.test_images[:8])
+    images = normalize(digits.test_images[:8])
     logits = model(images[..., np.newaxis], training=False).numpy()
     expected = reference.forward(name, weights.initial_weights(name, 4), images, "torch")
     np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-5)
@@ -68,7 +69,7 @@ def _info(world: int, rank: int) -> DistInfo:
     return DistInfo(spec, tf.distribute.get_strategy(), "CPU:0", "cpu", "cpu")
 
 
-def test_tensor_and_loader_pipelines_give_the_same_batches_in_plan_order(mnist):
+def test_tensor_and_loader_pipelines_give_the_same_batches_in_plan_order(digits):
     common = ["data.train_limit=640", "train.batch_size=64", "data.loader_workers=2"]
     tensor = config_io.load_config(None, [*common, "data.pipeline=tensor"])
     loader = config_io.load_config(None, [*common, "data.pipeline=loader"])
@@ -80,7 +81,7 @@ def test_tensor_and_loader_pipelines_give_the_same_batches_in_plan_order(mnist):
         plan = data.plan.rank_indices(1)
         for step, ((images_a, labels_a), (images_b, labels_b)) in enumerate(zip(a, b, strict=True)):
             assert images_a.shape == (32, 28, 28, 1)
-            np.testing.assert_array_equal(labels_a.numpy(), mnist.train_labels[plan[step]])
+            np.testing.assert_array_equal(labels_a.numpy(), digits.train_labels[plan[step]])
             np.testing.assert_array_equal(labels_a.numpy(), labels_b.numpy())
             np.testing.assert_array_equal(images_a.numpy(), images_b.numpy())
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import compare
-from common import metrics
+from common.core import metrics
 from tests.torch.conftest import train_command
 
 SETTINGS = [

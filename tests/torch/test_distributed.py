@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import compare
-from common import metrics
-from common.launch import rank_environments
+from common.core import metrics
+from common.launch.local import rank_environments
 from tests.launching import kill_second_rank_mid_training
 from tests.torch.conftest import SMALL, train_command
 

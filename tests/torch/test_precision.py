@@ -5,8 +5,8 @@ under autocast and FSDP, and TF32 set and recorded."""
 import pytest
 import torch
 
-from common import metrics
-from common.precision import FORCE_OVERFLOW_VARIABLE, LOSS_SCALE_INIT
+from common.core import metrics
+from common.core.precision import FORCE_OVERFLOW_VARIABLE, LOSS_SCALE_INIT
 from torch_impl.precision import apply_tf32
 
 FP16 = ["torch.mixed_precision=fp16", "train.log_every_steps=1"]

@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from common import metrics
+from common.core import metrics
 from tests.launching import SMALL, kill_second_rank_mid_training, train_command
 
 FOUR = [
@@ -174,9 +174,9 @@ def test_a_resumed_run_reads_as_one_run_with_its_whole_time(stopped_after_two, t
 
 def test_checks_that_need_no_process_group_run_before_the_folder(tmp_path):
     corrupt = tmp_path / "mnist"
-    from common import data
+    from common.data import mnist
 
-    shutil.copytree(data.resolve_dir(), corrupt)
+    shutil.copytree(mnist.resolve_dir(), corrupt)
     labels = corrupt / "t10k-labels-idx1-ubyte"
     labels.write_bytes(labels.read_bytes()[:-1] + b"\x07")
     cases = [

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import compare
-from common import metrics
-from common.config import ModelConfig
+from common.core import metrics
+from common.models.config import ModelConfig
 from tests.torch.conftest import train_command
 from torch_impl.parallel import wrap_units
 

@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from common import config_io, weights
-from common.cluster import local_spec
-from common.data import normalize
-from common.optim import learning_rate
+from common.core import config_io
+from common.core.optim import learning_rate
+from common.data.mnist import normalize
+from common.launch.cluster import local_spec
+from common.models import weights
 from tests import reference
 from torch_impl.data import build_dataset
 from torch_impl.dist import DistInfo
@@ -17,10 +18,10 @@ from torch_impl.parallel import check_options
 
 
 @pytest.mark.parametrize("name", ["mlp", "cnn"])
-def test_model_starts_from_the_shared_weights(name, mnist):
+def test_model_starts_from_the_shared_weights(name, digits):
     cfg = config_io.load_config(None, [f"model.name={name}", "train.seed=4"])
     model = build_model(cfg.model, seed=4).eval()
-    images = normalize(mnist.test_images[:8])
+    images = normalize(digits.test_images[:8])
     with torch.no_grad():
         logits = model(torch.from_numpy(images).unsqueeze(1)).numpy()
     expected = reference.forward(name, weights.initial_weights(name, 4), images, "torch")
@@ -73,7 +74,7 @@ def _info(world: int, rank: int) -> DistInfo:
     return DistInfo(spec, torch.device("cpu"), "cpu", "cpu", backend="gloo")
 
 
-def test_tensor_and_loader_pipelines_give_the_same_batches(mnist):
+def test_tensor_and_loader_pipelines_give_the_same_batches(digits):
     common = ["data.train_limit=640", "train.batch_size=64", "data.loader_workers=1"]
     tensor = config_io.load_config(None, [*common, "data.pipeline=tensor"])
     loader = config_io.load_config(None, [*common, "data.pipeline=loader"])
@@ -127,7 +128,7 @@ def test_the_torch_side_imports_no_tensorflow():
     import sys
 
     probe = (
-        "import sys, torch_impl.train, torch_impl.bench, common.bench; "
+        "import sys, torch_impl.train, torch_impl.bench, common.tools.bench; "
         "print([m for m in ('tensorflow', 'keras') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
@@ -208,7 +209,7 @@ def test_the_gemm_peak_is_not_below_what_the_cnn_s_own_convolution_reaches(threa
     thread the probe left oneDNN and 2-rank MFUs read 65%. The model's largest layer alone
     (conv2, batch 64, forward, channels-last as the model runs it) cannot run faster than the
     peak; both are best-of timings."""
-    from common import peak
+    from common.core import peak
     from torch_impl import gemm
 
     images = torch.randn(64, 32, 26, 26).contiguous(memory_format=torch.channels_last)

@@ -10,7 +10,7 @@ import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
 from torch.distributed.tensor import DTensor, Shard
 
-from common import config_io
+from common.core import config_io
 from torch_impl.parallel import build_parallel
 
 PREFIX = "_fsdp_wrapped_module."

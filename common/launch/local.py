@@ -1,0 +1,207 @@
+"""Start N ranks of a command on this machine, as torchrun or a SLURM step would.
+
+    python -m common.launch --nproc 2 -- python -m torch_impl.train --config configs/mlp_adam.yaml
+
+Each rank gets torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
+MASTER_ADDR, MASTER_PORT) and a TF_CONFIG naming one free localhost port per rank, so the same
+launcher starts either framework. Output lines are prefixed with the rank. When a rank fails,
+the others are stopped (SIGTERM, then SIGKILL after --grace seconds) and the launcher exits
+with the failing rank's exit code (128 + signal number for a rank killed by a signal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from common.launch.cluster import (
+    LAUNCHER_MARK,
+    STOP_REASON_VARIABLE,
+    free_ports,
+    local_spec,
+    unique_stamp,
+    write_tf_config,
+)
+
+POLL_S = 0.05
+
+
+def rank_environments(nproc: int, base_env: dict[str, str]) -> list[dict[str, str]]:
+    """The environment of every rank: torchrun's variables plus TF_CONFIG, on free ports."""
+    master_port, *tf_ports = free_ports(nproc + 1)
+    run_id = "local-" + unique_stamp()
+    spec = local_spec(nproc, master_port=master_port, tf_ports=tuple(tf_ports), launch_id=run_id)
+    environments = []
+    for rank in range(nproc):
+        env = dict(base_env)
+        env.update(
+            RANK=str(rank),
+            LOCAL_RANK=str(rank),
+            GROUP_RANK="0",
+            WORLD_SIZE=str(nproc),
+            LOCAL_WORLD_SIZE=str(nproc),
+            MASTER_ADDR=spec.master_addr,
+            MASTER_PORT=str(master_port),
+            SUITE_RUN_ID=run_id,
+            PYTHONUNBUFFERED="1",
+        )
+        env[LAUNCHER_MARK] = "local"
+        write_tf_config(replace(spec, rank=rank, local_rank=rank), env)
+        environments.append(env)
+    return environments
+
+
+def _relay(rank: int, stream, lock: threading.Lock) -> None:
+    for line in iter(stream.readline, b""):
+        with lock:
+            sys.stdout.buffer.write(f"[rank {rank}] ".encode() + line)
+            sys.stdout.flush()
+    stream.close()
+
+
+def _signal_group(process: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(process.pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _exit_code(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _describe(returncode: int) -> str:
+    if returncode < 0:
+        return f"killed by {signal.Signals(-returncode).name}"
+    return f"exit code {returncode}"
+
+
+def _first_failure(processes: list[subprocess.Popen]) -> tuple[int, int] | None:
+    """(rank, returncode) of the rank that failed, among those found dead in one pass. A rank
+    killed by a signal is the cause rather than a peer that then failed in a collective."""
+    failed = [(rank, p.returncode) for rank, p in enumerate(processes) if p.returncode]
+    return min(failed, key=lambda found: (found[1] >= 0, found[0]), default=None)
+
+
+def run(command: list[str], nproc: int, grace_s: float = 5.0) -> int:
+    """Run `command` as `nproc` ranks; return 0, or the first failing rank's exit code.
+
+    When a rank fails, the others get `grace_s` to fail on their own (their collectives
+    notice the lost peer and they write their run_end with that cause), then SIGTERM, then
+    SIGKILL after another `grace_s`. Before SIGTERM the launcher writes why into the file named
+    by SUITE_STOP_REASON, which a rank's SIGTERM handler reads into its run_end."""
+    lock = threading.Lock()
+    processes, relays = [], []
+    reason_dir = tempfile.TemporaryDirectory(prefix="suite-launch-")
+    reason_file = Path(reason_dir.name) / "stop-reason"
+    base_env = {**os.environ, STOP_REASON_VARIABLE: str(reason_file)}
+    for rank, env in enumerate(rank_environments(nproc, base_env)):
+        try:
+            process = subprocess.Popen(
+                command,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: stopping it stops its children
+            )
+        except OSError as error:
+            for started in processes:
+                _signal_group(started, signal.SIGKILL)
+            print(f"[launch] cannot start {command[0]!r}: {error}", file=sys.stderr)
+            return 127
+        relay = threading.Thread(target=_relay, args=(rank, process.stdout, lock), daemon=True)
+        relay.start()
+        processes.append(process)
+        relays.append(relay)
+
+    failure: tuple[int, int] | None = None
+    interrupted: list[int] = []
+    previous = {
+        signum: signal.signal(signum, lambda signum, frame: interrupted.append(signum))
+        for signum in (signal.SIGINT, signal.SIGTERM)
+    }
+    failed_at = term_at = kill_at = None
+    try:
+        # poll every process on every pass (any() would stop at the first one still running)
+        while [process.poll() for process in processes].count(None):
+            now = time.monotonic()
+            if failure is None and not interrupted:
+                failure = _first_failure(processes)
+                failed_at = now if failure else None
+            if interrupted and term_at is None:
+                reason_file.write_text(
+                    f"the launcher was stopped by {signal.Signals(interrupted[0]).name}"
+                )
+                term_at = now
+            if failure and term_at is None and now > failed_at + grace_s:
+                rank, returncode = failure
+                reason_file.write_text(f"rank {rank} failed ({_describe(returncode)})")
+                term_at = now
+            if term_at is not None and kill_at is None:
+                # The rank's main process only: its helpers (DataLoader workers) keep running
+                # while it writes its run_end; SIGKILL to the whole group comes after grace_s.
+                for process in processes:
+                    if process.poll() is None:
+                        process.send_signal(signal.SIGTERM)
+                kill_at = now + grace_s
+            if kill_at is not None and now > kill_at:
+                for process in processes:
+                    _signal_group(process, signal.SIGKILL)
+            time.sleep(POLL_S)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        reason_dir.cleanup()
+    for relay in relays:
+        relay.join(timeout=5)
+    if failure is None:
+        failure = _first_failure(processes)
+    if interrupted:
+        print(f"[launch] interrupted; stopped all {nproc} ranks", file=sys.stderr)
+        return 128 + interrupted[0]
+    if failure is not None:
+        rank, returncode = failure
+        print(
+            f"[launch] rank {rank} failed with exit code {_exit_code(returncode)} "
+            f"({_describe(returncode)}); stopped the other ranks",
+            file=sys.stderr,
+        )
+        return _exit_code(returncode)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m common.launch",
+        description="Start N ranks of a command on this machine (torchrun variables + TF_CONFIG).",
+    )
+    parser.add_argument("--nproc", type=int, required=True, help="number of ranks to start")
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=5.0,
+        help="after a rank fails: seconds the others get to fail on their own before SIGTERM, "
+        "and again between SIGTERM and SIGKILL",
+    )
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- command and its arguments")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given: python -m common.launch --nproc N -- COMMAND ...")
+    if args.nproc < 1:
+        parser.error(f"--nproc must be >= 1, got {args.nproc}")
+    if not 0 <= args.grace <= 9:
+        parser.error("--grace must be between 0 and 9 seconds (peers must stop within 10 s)")
+    return run(command, args.nproc, args.grace)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,44 @@
+"""Named model sizes for the size axis: presets, MLP widths written `4096x4096`, or `w<N>` for the
+CNN's width multiplier, each turned into a `ModelConfig` and its `--set` overrides."""
+
+from __future__ import annotations
+
+from common.models import weights
+from common.models.config import ModelConfig
+
+# MLP hidden widths for round parameter counts (common.models.weights.parameter_count):
+PRESETS: dict[str, tuple[int, ...]] = {
+    "0.1M": (128, 64),  # the seed MLP, 109,386
+    "10M": (2816, 2816),  # 10,171,402
+    "100M": (5632,) * 4,  # 99,652,618
+    "300M": (6144,) * 9,  # 306,923,530
+    "1B": (16384,) * 5,  # 1,086,832,650
+}
+
+
+def size_model(size: str) -> ModelConfig:
+    """The model of one size. Raises ValueError naming the accepted forms."""
+    if size in PRESETS:
+        return ModelConfig(name="mlp", hidden=PRESETS[size])
+    if size.startswith("w") and size[1:].isdigit() and int(size[1:]) >= 1:
+        return ModelConfig(name="cnn", width=int(size[1:]))
+    widths = size.split("x")
+    if all(width.isdigit() and int(width) >= 1 for width in widths):
+        return ModelConfig(name="mlp", hidden=tuple(int(width) for width in widths))
+    raise ValueError(
+        f"size {size!r}: give a preset ({', '.join(PRESETS)}), MLP hidden widths such as "
+        "4096x4096, or w<N> for the CNN's width multiplier"
+    )
+
+
+def size_overrides(size: str) -> list[str]:
+    """The `--set` overrides of one size."""
+    model = size_model(size)
+    if model.name == "cnn":
+        return ["model.name=cnn", f"model.width={model.width}"]
+    return ["model.name=mlp", f"model.hidden=[{', '.join(map(str, model.hidden))}]"]
+
+
+def size_params(size: str) -> int:
+    """Parameters of a size, for planning (the same count the runs record)."""
+    return weights.parameter_count(size_model(size))

@@ -1,0 +1,114 @@
+"""compare.py's tables: the columns of a row, and the row list as text, Markdown or CSV, with
+the footnotes that say what each column measures. Rows come from `common.report.runs.table_rows`."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+COLUMNS = [  # key, header, digits
+    ("framework", "framework", 0),
+    ("strategy", "strategy", 0),
+    ("world", "workers", 0),
+    ("layout", "layout", 0),
+    ("runs", "runs", 0),
+    ("epoch_s", "epoch s", 3),
+    ("samples_s", "samples/s", 0),
+    ("eval_s", "eval s", 3),
+    ("mfu", "MFU %", 1),
+    ("warmup_s", "compile s", 2),
+    ("efficiency", "scaling eff %", 0),
+    ("peak_mib", "peak MiB/rank", 0),
+    ("above_mib", "above base MiB/rank", 0),
+    ("state_mib", "state MiB/rank", 1),
+    ("final_acc", "final acc", 4),
+    ("best_acc", "best acc", 4),
+    ("target_s", "to target s", 1),
+    ("status", "status", 0),
+]
+
+
+PERCENT = ("efficiency", "mfu")  # fractions in the rows, percentages on the page
+
+
+def _text(row: dict, key: str, digits: int) -> str:
+    value = row.get(key)
+    if value is None:
+        return "-"
+    if key in PERCENT:
+        return f"{100 * value:,.{digits}f}"
+    if isinstance(value, float):
+        text = f"{value:,.{digits}f}"
+        if row.get(f"{key}_low") is not None:
+            text += f" [{row[f'{key}_low']:,.{digits}f}, {row[f'{key}_high']:,.{digits}f}]"
+        return text
+    return str(value)
+
+
+def table_lines(rows: list[dict], columns: list[tuple] = COLUMNS) -> list[list[str]]:
+    """The header, then one line of cells per row; `columns`: (key, header, digits)."""
+    return [[header for _, header, _ in columns]] + [
+        [_text(row, key, digits) for key, _, digits in columns] for row in rows
+    ]
+
+
+def terminal_table(rows: list[dict]) -> str:
+    return aligned(table_lines(rows))
+
+
+def aligned(lines: list[list[str]]) -> str:
+    """Lines of cells (the header first) as right-aligned text columns."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    return "\n".join(
+        "  ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True))
+        for line in lines
+    )
+
+
+def markdown_table(rows: list[dict]) -> str:
+    lines = table_lines(rows)
+    out = ["| " + " | ".join(lines[0]) + " |", "|" + "---|" * len(COLUMNS)]
+    out += ["| " + " | ".join(line) + " |" for line in lines[1:]]
+    return "\n".join(out)
+
+
+def csv_table(rows: list[dict]) -> str:
+    buffer = io.StringIO()
+    keys = list(rows[0]) if rows else []
+    writer = csv.DictWriter(buffer, fieldnames=keys)
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def footnotes(rows: list[dict], target: float | None = None) -> list[str]:
+    notes = [
+        "epoch s and samples/s: medians over epochs 2.. of each run (epoch 1 holds warm-up "
+        "and tracing), then the median over repeats; [low, high] = 95% t-interval of the "
+        "mean over repeats (fastest and slowest dropped from 5 repeats on)",
+        "eval s = seconds of one evaluation pass over the test set, median over the same epochs",
+        "compile s = epoch 1's first step beyond its median step: tracing, compilation "
+        "(torch.compile, XLA) and warm-up, kept out of the epoch times",
+        "MFU % = samples/s x training FLOPs per sample (6 x forward multiply-accumulates, from "
+        "the model definition) / the ranks' summed peak, each a GEMM measured on its device and "
+        "threads at the run's precision (common.core.peak)",
+        "scaling eff % = samples/s / (workers x samples/s of the same framework's 1-worker "
+        "run): strong scaling with a global batch, weak scaling with a per-rank batch",
+        "state MiB/rank = parameters + gradients + optimizer state held by one rank (exact bytes)",
+        "layout = nodes x ranks per node, and the launcher; runs of different layouts are "
+        "separate rows",
+        f"to target s = run time (epoch loop) when val accuracy first reached {target:.2%}"
+        if target is not None
+        else "to target s = run time when val accuracy first reached train.target_accuracy",
+    ]
+    counts = sorted({row["peak_counts"] for row in rows if row["peak_counts"]})
+    if counts:
+        notes.append("peak MiB/rank = the largest rank's " + "; ".join(counts))
+        notes.append(
+            "above base MiB/rank = that peak less what the rank held before the model was "
+            "built (framework and data loaded): what the model, its training and evaluation "
+            "added"
+        )
+    if any(row["first_epoch_only"] for row in rows):
+        notes.append("runs of one epoch: their times include warm-up and tracing")
+    return notes

@@ -1,0 +1,203 @@
+"""Check a machine or a SLURM allocation before a sweep: both frameworks, as the runs will use
+them, in about a minute. Exits 1 naming the first check that failed.
+
+    python -m common.tools.preflight [--nproc 2] [--device auto|cpu|gpu] [--frameworks torch,tf]
+    sbatch -N2 --ntasks-per-node=1 slurm/run_slurm.sh preflight      (the same, as srun steps)
+
+For each framework it runs, with the launcher the runs use (common.launch here, srun in a job):
+  probe  every rank brings up its process group / strategy and reports versions (framework,
+         CUDA, cuDNN, NCCL), the device it sees, its threads, the TF32 setting and the
+         precisions the hardware runs; then all-reduce timings from 8 B to 64 MiB, reported as
+         nccl-tests does: algbw = bytes / time, busbw = algbw x 2(n-1)/n (the bytes each link
+         carries in a ring, comparable across rank counts).
+  train  20 steps of every strategy at every precision the probe found, each a real launch of
+         the training program on MNIST.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from common.core import collectives, metrics
+
+MARK = "PREFLIGHT "
+SIZES = [8 * 8**k for k in range(8)] + [64 * 2**20]  # 8 B, 64 B, ... 16 MiB, 64 MiB
+STEPS = 20
+BATCH = 64
+TIMEOUT_S = 600
+
+
+def sizes_and_iterations() -> list[tuple[int, int]]:
+    """Every message size with its timed repetitions: more for small ones (tens of µs each)."""
+    return [(size, max(3, min(50, 2**24 // size))) for size in SIZES]
+
+
+def bandwidth_row(size_bytes: int, seconds: float, world_size: int) -> dict:
+    algbw = size_bytes / seconds
+    return {
+        "bytes": size_bytes,
+        "time_us": seconds * 1e6,
+        "algbw_gbps": algbw / 1e9,
+        "busbw_gbps": algbw * 2 * (world_size - 1) / world_size / 1e9,
+    }
+
+
+def report_probe(
+    info,
+    *,
+    framework: str,
+    backend: str,
+    versions: dict[str, str],
+    visible_gpus: int,
+    tf32: dict,
+    precisions: list[str],
+    strategies: list[str],
+    all_reduce_seconds: Callable[[int, int], float],
+    all_reduce_sum: collectives.AllReduceSum,
+) -> None:
+    """Collective, the body of both frameworks' probes: gather what every rank sees (`info`,
+    a framework's DistInfo), time all-reduces over SIZES (`all_reduce_seconds(bytes,
+    repetitions)`; none for one rank), and print the chief's `MARK {json}` line."""
+    seen = {
+        "node": info.spec.node,
+        "device": f"{info.device_type}:{info.device_name}",
+        "visible_gpus": visible_gpus,
+        "threads": info.threads,
+    }
+    exchange = {"rank": info.rank, "world_size": info.world_size, "all_reduce_sum": all_reduce_sum}
+    ranks = [json.loads(text) for text in collectives.gather_texts(json.dumps(seen), **exchange)]
+    rows = []
+    if info.world_size > 1:
+        rows = [
+            bandwidth_row(size, all_reduce_seconds(size, repetitions), info.world_size)
+            for size, repetitions in sizes_and_iterations()
+        ]
+    found = {
+        "framework": framework,
+        "backend": backend,
+        "world_size": info.world_size,
+        "versions": versions,
+        "ranks": ranks,
+        "tf32": tf32,
+        "precisions": precisions,
+        "strategies": strategies,
+        "all_reduce": rows,
+    }
+    if info.is_chief:
+        print(MARK + json.dumps(found), flush=True)
+
+
+class Failed(Exception):
+    """A check failed; the message names it."""
+
+
+def launcher(kind: str, nproc: int) -> list[str]:
+    """The command prefix that starts `nproc` ranks: common.launch here, srun in a job."""
+    if kind == "slurm":
+        return ["srun", "--kill-on-bad-exit=1", "bash", "slurm/task.sh"]
+    return [sys.executable, "-m", "common.launch", "--nproc", str(nproc), "--"]
+
+
+def probe(framework: str, start: list[str], device: str, tf32: bool) -> dict:
+    command = [*start, sys.executable, "-m", f"{framework}_impl.preflight", "--device", device]
+    done = subprocess.run(
+        [*command, *(["--tf32"] if tf32 else [])], capture_output=True, text=True, timeout=600
+    )
+    for line in done.stdout.splitlines():
+        if MARK in line:
+            return json.loads(line.split(MARK, 1)[1])
+    errors = [line for line in (done.stderr + done.stdout).splitlines() if "error" in line]
+    raise Failed(
+        f"{framework} probe (exit {done.returncode}): "
+        + ("; ".join(errors[-3:]) or done.stderr[-800:])
+    )
+
+
+def train(framework: str, start: list[str], found: dict, *, device: str, out: Path) -> list[dict]:
+    """20 steps of each strategy x precision; one row per launch."""
+    rows = []
+    for strategy in found["strategies"]:
+        for precision in found["precisions"]:
+            name = f"{framework}-{strategy}-{precision}"
+            overrides = [
+                f"data.train_limit={STEPS * BATCH}",
+                "data.test_limit=1000",
+                f"train.batch_size={BATCH}",
+                "train.epochs=1",
+                f"dist.device={device}",
+                f"{framework}.mixed_precision={precision}",
+                f"output.dir={out}",
+                f"output.run_name={name}",
+            ]
+            if framework == "torch":
+                overrides.append(f"torch.strategy={strategy}")
+            command = [*start, sys.executable, "-m", f"{framework}_impl.train", "--quiet"]
+            for override in overrides:
+                command += ["--set", override]
+            done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
+            records = metrics.scan(out / name / metrics.METRICS_FILENAME).records
+            ends = [r for r in records if r["record"] == "run_end"]
+            if done.returncode != 0 or not ends or ends[-1]["status"] != "success":
+                tail = " ".join((done.stderr or done.stdout).split())[-600:]
+                raise Failed(f"{name}: 20 training steps failed (exit {done.returncode}): {tail}")
+            epoch = [r for r in records if r["record"] == "epoch"][-1]
+            rows.append({"run": name, "samples_per_s": epoch["samples_per_s"]})
+    return rows
+
+
+def report(found: dict, rows: list[dict]) -> str:
+    lines = [f"{found['framework']}: {found['world_size']} rank(s), backend {found['backend']}"]
+    lines.append("  versions   " + ", ".join(f"{k} {v}" for k, v in found["versions"].items()))
+    for rank, seen in enumerate(found["ranks"]):
+        threads = seen["threads"]
+        lines.append(
+            f"  rank {rank:<5} {seen['node']}: {seen['device']}, {seen['visible_gpus']} GPU(s) "
+            f"visible, {threads.get('intra_op')} intra-op / {threads.get('inter_op')} "
+            "inter-op threads"
+        )
+    lines.append("  tf32       " + ", ".join(f"{k} {v}" for k, v in found["tf32"].items()))
+    lines.append("  precisions " + ", ".join(found["precisions"]))
+    if found["all_reduce"]:
+        lines.append("  all-reduce       bytes   time µs  algbw GB/s  busbw GB/s")
+        for row in found["all_reduce"]:
+            lines.append(
+                f"             {row['bytes']:>11,} {row['time_us']:>9.1f} "
+                f"{row['algbw_gbps']:>11.3f} {row['busbw_gbps']:>11.3f}"
+            )
+    for row in rows:
+        lines.append(f"  train      {row['run']:<24} ok, {row['samples_per_s']:,.0f} samples/s")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m common.tools.preflight", description=__doc__)
+    parser.add_argument("--nproc", type=int, default=2, help="ranks (local launcher only)")
+    parser.add_argument("--launcher", default="local", choices=["local", "slurm"])
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
+    parser.add_argument("--frameworks", default="torch,tf")
+    parser.add_argument("--tf32", action="store_true", help="probe with dist.tf32=true")
+    parser.add_argument("--out", help="folder for the 20-step runs (default: a temporary one)")
+    args = parser.parse_args(argv)
+    start = launcher(args.launcher, args.nproc)
+    with tempfile.TemporaryDirectory(prefix="preflight-") as scratch:
+        out = Path(args.out or scratch)
+        for framework in args.frameworks.split(","):
+            try:
+                found = probe(framework, start, args.device, args.tf32)
+                rows = train(framework, start, found, device=args.device, out=out)
+            except (Failed, subprocess.TimeoutExpired) as failure:
+                print(f"preflight FAILED: {failure}", file=sys.stderr)
+                return 1
+            print(report(found, rows), flush=True)
+    print("preflight passed")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
