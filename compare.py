@@ -20,11 +20,15 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from common.core.metrics import METRICS_FILENAME, scan
+from common.core.records import RunStart
 from common.report import sizes, tables
-from common.report.runs import Run, group_runs, rows_for
+from common.report.rows import Group, Row, group_runs, rows_for
+from common.report.runs import RecordedRun
+from common.report.sizes import SizeRow
 
 
 def read_manifest(path: Path) -> tuple[list[Path], list[str]]:
@@ -71,18 +75,20 @@ def find_metrics_files(paths: list[str]) -> tuple[list[Path], list[str]]:
     return found, problems
 
 
-def load_runs(paths: list[str], once: bool = True) -> tuple[list[Run], list[str], list[str]]:
+def load_runs(
+    paths: list[str], once: bool = True
+) -> tuple[list[RecordedRun], list[str], list[str]]:
     """(runs, problems, warnings). With `once`, a file read twice, or a copy of a run's file,
     counts once."""
     files, problems = find_metrics_files(paths)
-    runs: dict[tuple[str, str], Run] = {}
+    runs: dict[tuple[str, str], RecordedRun] = {}
     warnings = []
     for path in dict.fromkeys(path.resolve() for path in files) if once else files:
         result = scan(path)
         problems.extend(result.problems)
-        if not result.records or result.records[0]["record"] != "run_start":
+        if not result.records or not isinstance(result.records[0], RunStart):
             continue
-        run = Run(str(path), result.records)
+        run = RecordedRun(str(path), result.records)
         if once and run.identity in runs:
             warnings.append(
                 f"{path} is the run {run.identity[0]} of {runs[run.identity].path} again "
@@ -93,10 +99,10 @@ def load_runs(paths: list[str], once: bool = True) -> tuple[list[Run], list[str]
     return list(runs.values()), problems, warnings
 
 
-def curve(run: Run, by: str) -> list[tuple[int, float]]:
+def curve(run: RecordedRun, by: str) -> list[tuple[int, float]]:
     if by == "step":
-        return [(s["step"], s["loss"]) for s in run.steps]
-    return [(e["epoch"], e["train_loss"]) for e in run.epochs]
+        return [(step.step, step.loss) for step in run.steps]
+    return [(epoch.epoch, epoch.train_loss) for epoch in run.epochs]
 
 
 def assert_close(a: str, b: str, rtol: float, steps: int) -> int:
@@ -134,7 +140,13 @@ def assert_close(a: str, b: str, rtol: float, steps: int) -> int:
 
 
 def write_outputs(
-    out: Path, groups, runs_by_group, notes, problems, target: float, size_rows: list[dict]
+    out: Path,
+    groups: list[Group],
+    runs_by_group: list[list[Row]],
+    notes: list[str],
+    problems: list[str],
+    target: float,
+    size_rows: list[SizeRow],
 ) -> Path:
     from common.report import pages, plots, sizeplot
 
@@ -151,12 +163,14 @@ def write_outputs(
     written = {"target": target, "size": size}
     pages.write_html(rendered, notes, problems, path=out / "report.html", **written)
     pages.write_markdown(rendered, notes, problems, path=out / "report.md", **written)
-    all_rows = [{**group.key, **row} for group in rendered for row in group.rows]
+    all_rows = [{**group.key, **asdict(row)} for group in rendered for row in group.rows]
     (out / "report.csv").write_text(tables.csv_table(all_rows), encoding="utf-8")
     document = {
         "target_accuracy": target,
-        "groups": [{"key": group.key, "rows": group.rows} for group in rendered],
-        "model_sizes": size_rows,
+        "groups": [
+            {"key": group.key, "rows": [asdict(row) for row in group.rows]} for group in rendered
+        ],
+        "model_sizes": [asdict(row) for row in size_rows],
         "not_side_by_side": notes,
         "problems": problems,
     }
@@ -164,9 +178,9 @@ def write_outputs(
     return out / "report.html"
 
 
-def default_target(runs: list[Run]) -> float:
+def default_target(runs: list[RecordedRun]) -> float:
     """The train.target_accuracy most of the runs were given (0.98 when none says)."""
-    targets = [run.start["config"]["train"].get("target_accuracy", 0.98) for run in runs]
+    targets = [run.start.config["train"].get("target_accuracy", 0.98) for run in runs]
     return max(set(targets), key=targets.count) if targets else 0.98
 
 
@@ -218,9 +232,10 @@ def _main(argv: list[str] | None) -> int:
         elif args.format == "markdown":
             print(f"## {title}\n\n{tables.markdown_table(rows)}\n")
         elif args.format == "csv":
-            print(tables.csv_table([{**key, **row} for row in rows]), end="")
+            print(tables.csv_table([{**key, **asdict(row)} for row in rows]), end="")
         else:
-            print(json.dumps({"key": key, "target_accuracy": target, "rows": rows}))
+            shown = [asdict(row) for row in rows]
+            print(json.dumps({"key": key, "target_accuracy": target, "rows": shown}))
     size_rows = sizes.size_rows(runs)
     if size_rows and args.format in ("terminal", "markdown"):
         print(f"== model-size axis\n{tables.aligned(sizes.size_table_lines(size_rows))}")

@@ -10,23 +10,23 @@ so the loop is written out: `strategy.run` of a compiled step whose loss is
 
 from __future__ import annotations
 
-from common.core import run
+from common.core import cli
 
 if __name__ == "__main__":  # --help in a second, before the framework is imported
-    run.answer_help_early("python -m tf_impl.train", __doc__)
+    cli.answer_help_early("python -m tf_impl.train", __doc__)
 
-import os
-import sys
+from typing import NoReturn
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from common.core import config_io, devices, loop, precision
+from common.core import main as main_body
+from common.core import precision
 from common.core.clocks import EpochMeanStepClock, HostStepClock
 from common.core.config import Config
 from common.core.trainer import TrainerBase
-from common.launch import environment
+from common.launch.cluster import ClusterSpec
 from common.launch.rendezvous import RendezvousError
 from tf_impl import checkpoint, dist, gemm, memory
 from tf_impl.data import TfData, build_dataset
@@ -233,26 +233,24 @@ class TfTrainer(TrainerBase):
         return f"{worker}: {type(failure).__name__}: {text}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    args, options = run.parse_train_args("python -m tf_impl.train", __doc__, argv)
-    try:
-        cfg = config_io.config_from_args(args)
-        spec = environment.from_environment()
-        run.check_launch(cfg, spec.world_size)
-        info = dist.setup_distributed(cfg, spec)
-    except ValueError as error:  # bad config or launch variables: nothing has started
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except (RendezvousError, RuntimeError, tf.errors.OpError) as error:  # peers did not come
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    cfg = devices.resolve_eval_batch(cfg, "tf", info.device_type)
-    status, code = loop.execute(cfg, options, TfTrainer(cfg, info))
-    # Leave at once. The strategy's teardown (gRPC server, coordination service heartbeats,
-    # tf.data threads of the distributed iterators) stalled workers here for 34-100 s after
-    # their work was done; every worker has passed the final meeting, so nothing is lost.
-    os._exit(code)
+def prepare(cfg: Config, spec: ClusterSpec) -> Config:
+    """Nothing of TensorFlow's own to decide before the strategy starts."""
+    return cfg
+
+
+SIDE = main_body.Side(
+    framework="tf",
+    prepare=prepare,
+    setup=dist.setup_distributed,
+    trainer=TfTrainer,
+    # The peers did not come: the rendezvous, or TensorFlow's coordination service, gave up.
+    startup_errors=(RendezvousError, RuntimeError, tf.errors.OpError),
+)
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    main_body.main(SIDE, "python -m tf_impl.train", __doc__, argv)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -18,7 +18,7 @@ import signal
 import sys
 from pathlib import Path
 
-from common.core.loop import PREEMPTED_EXIT
+from common.core.stops import PREEMPTED_EXIT
 
 
 def children(parent: int) -> list[int]:

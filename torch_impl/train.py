@@ -7,23 +7,23 @@ Start it with torchrun, srun or `python -m common.launch --nproc N --`: the same
 
 from __future__ import annotations
 
-from common.core import run
+from common.core import cli
 
 if __name__ == "__main__":  # --help in a second, before the framework is imported
-    run.answer_help_early("python -m torch_impl.train", __doc__)
+    cli.answer_help_early("python -m torch_impl.train", __doc__)
 
-import os
-import sys
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 import torch.nn.functional as F
 
-from common.core import config_io, devices, loop, precision
+from common.core import main as main_body
+from common.core import precision
 from common.core.clocks import HostStepClock
 from common.core.config import Config
 from common.core.trainer import TrainerBase
-from common.launch import environment
+from common.launch.cluster import ClusterSpec
 from torch_impl import checkpoint, dist, gemm, memory
 from torch_impl.data import TorchData, build_dataset
 from torch_impl.optim import build_optimizer, implementation, set_learning_rate
@@ -191,34 +191,27 @@ class TorchTrainer(TrainerBase):
         return f"{rank}: {type(failure).__name__}: {text}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    args, options = run.parse_train_args("python -m torch_impl.train", __doc__, argv)
-    try:
-        spec = environment.from_environment()
-        cfg = resolve_strategy(config_io.config_from_args(args), spec.world_size)
-        run.check_launch(cfg, spec.world_size)
-        on_gpu = dist.pick_device(cfg, spec).type == "cuda"
-        check_options(cfg, spec.world_size, cuda=on_gpu)  # before any process group
-        info = dist.setup_distributed(cfg, spec)
-    except ValueError as error:  # bad config or launch variables: nothing has started
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except RuntimeError as error:  # the rendezvous did not complete in time
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    cfg = devices.resolve_eval_batch(cfg, "torch", info.device_type)
-    trainer = TorchTrainer(cfg, info)  # held: freeing it would free the process group
-    _, code = loop.execute(cfg, options, trainer)
-    # Leave without running destructors, whatever the outcome: peers may be gone after a
-    # failure, and after a success freeing a DDP model frees the process group its Reducer
-    # still holds. ~ProcessGroupGloo then joins gloo's worker threads while holding the GIL,
-    # and a worker that is freeing a finished AsyncWork needs the GIL to release its tensors:
-    # a deadlock, seen here once in a sweep (py-spy: ~Reducer -> ~ProcessGroupGloo ->
-    # thread::join, and ~AsyncWork -> gil_scoped_acquire). Every record is already flushed.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+def prepare(cfg: Config, spec: ClusterSpec) -> Config:
+    """torch.strategy resolved, and options that do not combine refused, before any process
+    group exists."""
+    cfg = resolve_strategy(cfg, spec.world_size)
+    on_gpu = dist.pick_device(cfg, spec).type == "cuda"
+    check_options(cfg, spec.world_size, cuda=on_gpu)
+    return cfg
+
+
+SIDE = main_body.Side(
+    framework="torch",
+    prepare=prepare,
+    setup=dist.setup_distributed,
+    trainer=TorchTrainer,
+    startup_errors=(RuntimeError,),  # the rendezvous did not complete in time
+)
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    main_body.main(SIDE, "python -m torch_impl.train", __doc__, argv)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

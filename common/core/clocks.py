@@ -12,8 +12,9 @@ the device is synchronized in every case; the record's train_clock says which cl
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 
@@ -65,3 +66,17 @@ class EpochMeanStepClock:
 
     def step_times(self, epoch_time_s: float) -> list[float]:
         return [epoch_time_s / self.steps] * self.steps if self.steps else []
+
+
+def percentiles(values: Iterable[float], quantiles: Iterable[float]) -> list[float]:
+    """Linear-interpolated percentiles (0..100) of `values`; NaN when there are none."""
+    ordered = sorted(values)
+    out = []
+    for q in quantiles:
+        if not ordered:
+            out.append(float("nan"))
+            continue
+        position = (len(ordered) - 1) * q / 100.0
+        low, high = math.floor(position), math.ceil(position)
+        out.append(ordered[low] + (ordered[high] - ordered[low]) * (position - low))
+    return out

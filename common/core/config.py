@@ -16,6 +16,30 @@ from common.models.config import ModelConfig
 
 MAX_RUN_NAME = 200  # bytes; file systems allow 255 for a name, and tools add suffixes
 
+# The config keys that say how a run is launched, recorded or analysed, not what it trains (its
+# samples, model, arithmetic and schedule): a resumed launch may change them
+# (`common.core.resume.MAY_CHANGE`), and runs that differ only in them are repeats of one
+# experiment (`common.report.runs.NOT_COMPARED`). "section." stands for the whole section.
+HOW_NOT_WHAT = (
+    "output.",
+    "dist.timeout_s",
+    "dist.startup_timeout_s",
+    "dist.startup_retries",
+    "data.dir",
+    "data.stage_dir",
+    "data.loader_workers",
+    "train.log_every_steps",
+    "train.checkpoint_every_epochs",
+    "train.keep_checkpoints",
+    "train.target_accuracy",
+    "train.eval_batch_size",
+)
+
+
+def is_listed(key: str, keys: tuple[str, ...]) -> bool:
+    """Whether dotted `key` is one of `keys` or in one of their sections ("output.")."""
+    return any(key == entry or (entry.endswith(".") and key.startswith(entry)) for entry in keys)
+
 
 def _require(condition: bool, message: str) -> None:
     if not condition:

@@ -122,6 +122,20 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
+def flatten(config: object, prefix: str = "") -> dict[str, Any]:
+    """{"train": {"epochs": 3}} -> {"train.epochs": 3}; whatever a file holds (a value that is
+    not a mapping stands for itself)."""
+    if not isinstance(config, Mapping):
+        return {prefix.rstrip("."): config} if prefix else {}
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
 def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
     """Apply `section.key=value` strings; the value is parsed as a YAML scalar (0.5, true, null)."""
     merged = {name: dict(values or {}) for name, values in raw.items()}

@@ -24,14 +24,13 @@ STOPS = (signal.SIGTERM, signal.SIGINT)
 
 
 class LastWords:
-    def __init__(self, write_end: Callable[[int], None]):
-        """`write_end(signum)` writes the run_end of a run stopped by `signum` (chief only)."""
+    def __init__(self, write_end: Callable[[int], bool]):
+        """`write_end(signum)` writes the run_end of a run stopped by `signum` (chief only);
+        False when the main thread is ending the run itself (then this process is left to it)."""
         self.write_end = write_end
         self.signalled = threading.Event()  # a stop signal arrived (set at once, C level)
         self.done = threading.Event()  # the main thread has ended the run
         self.signum = 0
-        self._lock = threading.Lock()
-        self._claimed = False
 
     def start(self) -> None:
         """Watch for SIGTERM/SIGINT from now on (call from the main thread, after the Python
@@ -46,12 +45,6 @@ class LastWords:
         self.done.set()
         signal.set_wakeup_fd(self._previous)
         os.close(self._write_fd)  # the watcher reads the end of the pipe and returns
-
-    def claim(self) -> bool:
-        """True for the first caller only: the one that writes run_end."""
-        with self._lock:
-            first, self._claimed = not self._claimed, True
-            return first
 
     def stop_arriving(self, within_s: float = GRACE_S) -> bool:
         """Whether a stop signal arrived or arrives within `within_s` seconds."""
@@ -69,10 +62,9 @@ class LastWords:
                     break
         if self.done.wait(GRACE_S):
             return  # the main thread handled it and ended the run
-        if not self.claim():  # the main thread is writing run_end itself: let it finish
-            return
         try:
-            self.write_end(self.signum)
+            if not self.write_end(self.signum):
+                return  # the main thread is writing run_end itself: let it finish
         except Exception:  # noqa: BLE001 - leaving anyway; nothing else may be done here
             pass
         os._exit(128 + self.signum)

@@ -1,4 +1,4 @@
-"""What one rank holds, in the words of the metrics schema (`metrics.MEMORY_SCHEMA`).
+"""What one rank holds, in the words of the metrics schema (`common.core.records.MemoryEntry`).
 
 Each framework's `memory.memory_use` measures its rank; `gather_memory` turns every rank's
 numbers into the epoch record's `memory` list, the same way on both sides.
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.core import collectives
+from common.core.records import MemoryEntry
 
 NUMBERS = ("peak_bytes", "param_bytes", "grad_bytes", "optim_bytes")
 ADDED = ("baseline_bytes", "peak_above_baseline_bytes", "reserved_peak_bytes")
@@ -112,8 +113,8 @@ def above_baseline(use: MemoryUse) -> int:
 
 def gather_memory(
     local: MemoryUse, *, rank: int, world_size: int, all_reduce_sum: collectives.AllReduceSum
-) -> list[dict]:
-    """Every rank's MemoryUse as the metrics' memory entries, in rank order (collective)."""
+) -> list[MemoryEntry]:
+    """Every rank's MemoryUse as the epoch record's memory entries, in rank order (collective)."""
     reserved = local.reserved_peak_bytes
     row = [
         *(getattr(local, name) for name in NUMBERS),
@@ -127,8 +128,20 @@ def gather_memory(
     entries = []
     for index, values in enumerate(table):
         numbers = dict(zip(NUMBERS + ADDED, (int(value) for value in values), strict=True))
-        if numbers["reserved_peak_bytes"] < 0:
-            numbers["reserved_peak_bytes"] = None
         # Every rank measures the same kind of device, so the chief's words hold for all.
-        entries.append({"rank": index, "peak_counts": local.peak_counts, **numbers})
+        entries.append(
+            MemoryEntry(
+                rank=index,
+                peak_counts=local.peak_counts,
+                peak_bytes=numbers["peak_bytes"],
+                param_bytes=numbers["param_bytes"],
+                grad_bytes=numbers["grad_bytes"],
+                optim_bytes=numbers["optim_bytes"],
+                baseline_bytes=numbers["baseline_bytes"],
+                peak_above_baseline_bytes=numbers["peak_above_baseline_bytes"],
+                reserved_peak_bytes=numbers["reserved_peak_bytes"]
+                if numbers["reserved_peak_bytes"] >= 0
+                else None,
+            )
+        )
     return entries

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from common.core.collectives import AllReduceSum, gather_rows
+from common.core.records import Epoch
 
 # Dynamic loss scaling under fp16, the same on both sides (torch's GradScaler starts at 2**16,
 # Keras' LossScaleOptimizer at 2**15; both halve on overflow and double after 2,000 clean steps).
@@ -67,6 +69,18 @@ def forced_overflow_steps(rank: int, env: Mapping[str, str] | None = None) -> fr
     return frozenset(steps)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReplicaState:
+    """What the epoch record says of the replicas (`common.core.records.Epoch`)."""
+
+    in_sync: bool | None
+    """Every rank holds the same weights; None where ranks hold shards."""
+    loss_scale: list[float] | None
+    """Every rank's loss scale; None without loss scaling."""
+    skipped_steps: list[int] | None
+    """Every rank's steps skipped on overflow in the epoch; None without loss scaling."""
+
+
 def gather_replica_state(
     digest: float | None,
     scaling: tuple[float, int] | None,
@@ -74,33 +88,32 @@ def gather_replica_state(
     rank: int,
     world_size: int,
     all_reduce_sum: AllReduceSum,
-) -> dict:
-    """Collective. The epoch record's view of the replicas: whether every rank holds the same
-    weights (`digest`, see Trainer.replica_digest; None where ranks hold shards), and
-    every rank's loss scale and skipped steps (`scaling`; None without loss scaling). A digest
-    is an exact integer below DIGEST_MODULUS: a float sum of the weights would depend on its
-    reduction order, and so on the rank's thread count."""
+) -> ReplicaState:
+    """Collective. Whether every rank holds the same weights (`digest`, see
+    Trainer.replica_digest; None where ranks hold shards), and every rank's loss scale and
+    skipped steps (`scaling`; None without loss scaling). A digest is an exact integer below
+    DIGEST_MODULUS: a float sum of the weights would depend on its reduction order, and so on
+    the rank's thread count."""
     scale, skipped = scaling if scaling is not None else (0.0, 0)
     row = [digest or 0.0, digest is not None, scale, skipped, scaling is not None]
     table = gather_rows(row, rank=rank, world_size=world_size, all_reduce_sum=all_reduce_sum)
     digests, has_digest = table[:, 0], table[:, 1].all()
     scaled = table[:, 4].all()
-    return {
-        "replicas_in_sync": bool((digests == digests[0]).all()) if has_digest else None,
-        "loss_scale": [float(value) for value in table[:, 2]] if scaled else None,
-        "skipped_steps": [int(value) for value in table[:, 3]] if scaled else None,
-    }
+    return ReplicaState(
+        in_sync=bool((digests == digests[0]).all()) if has_digest else None,
+        loss_scale=[float(value) for value in table[:, 2]] if scaled else None,
+        skipped_steps=[int(value) for value in table[:, 3]] if scaled else None,
+    )
 
 
-def check_agreement(epoch_record: dict) -> None:
+def check_agreement(record: Epoch) -> None:
     """Raise RuntimeError when the epoch record shows ranks that went apart: different weights
     on replicas, or different loss scales (some rank skipped a step the others took)."""
-    epoch = epoch_record["epoch"]
-    if epoch_record["replicas_in_sync"] is False:
-        raise RuntimeError(f"the ranks hold different weights after epoch {epoch}")
-    scales = epoch_record["loss_scale"]
+    if record.replicas_in_sync is False:
+        raise RuntimeError(f"the ranks hold different weights after epoch {record.epoch}")
+    scales = record.loss_scale
     if scales and len(set(scales)) > 1:
         raise RuntimeError(
-            f"the ranks' loss scales differ after epoch {epoch} ({scales}): they skipped "
-            f"different steps (skipped_steps {epoch_record['skipped_steps']})"
+            f"the ranks' loss scales differ after epoch {record.epoch} ({scales}): they skipped "
+            f"different steps (skipped_steps {record.skipped_steps})"
         )

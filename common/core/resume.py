@@ -11,50 +11,24 @@ import json
 from pathlib import Path
 
 from common.core import checkpoints
-from common.core.run import RunOptions
+from common.core.cli import RunOptions
+from common.core.config import HOW_NOT_WHAT, is_listed
+from common.core.config_io import flatten
 from common.launch.cluster import ClusterSpec, unique_stamp
 
 # Written into a run folder when it is created: which launch made it. A SLURM job may only go
 # on with a folder its own earlier start made (`is_own_folder`).
 LAUNCH_FILE = "launch.json"
 
-# What may differ between the launches of one run: how long it trains, how it is launched and
-# timed out, where it writes, how often it records. Anything else would make the resumed run
+# What may differ between the launches of one run: how it is launched, recorded and analysed,
+# and how long it trains (a run can be extended). Anything else would make the resumed run
 # another run than the one that was checkpointed.
-MAY_CHANGE = (
-    "train.epochs",
-    "train.checkpoint_every_epochs",
-    "train.keep_checkpoints",
-    "train.log_every_steps",
-    "train.target_accuracy",
-    "train.eval_batch_size",
-    "data.dir",
-    "data.stage_dir",
-    "data.loader_workers",
-    "dist.timeout_s",
-    "dist.startup_timeout_s",
-    "dist.startup_retries",
-    "output.dir",
-    "output.run_name",
-    "output.save_model",
-)
+MAY_CHANGE = (*HOW_NOT_WHAT, "train.epochs")
 RESUME_HINT = "--resume / --auto-resume"
 
 
 class RunRefused(ValueError):
     """The launch asks for something that would mix two runs; nothing was written (exit 2)."""
-
-
-def flatten(config: dict, prefix: str = "") -> dict[str, object]:
-    """{"train": {"epochs": 3}} -> {"train.epochs": 3}."""
-    flat: dict[str, object] = {}
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(flatten(value, f"{name}."))
-        else:
-            flat[name] = value
-    return flat
 
 
 def identity(*, framework: str, strategy: str, world_size: int, config: dict) -> dict:
@@ -77,7 +51,7 @@ def conflicts(saved: dict, current: dict) -> list[str]:
     ]
     old, new = flatten(saved.get("config", {})), flatten(current["config"])
     for key in sorted(set(old) | set(new)):
-        if key in MAY_CHANGE or old.get(key) == new.get(key):
+        if is_listed(key, MAY_CHANGE) or old.get(key) == new.get(key):
             continue
         found.append(f"{key}: {old.get(key, '(absent)')!r} in the checkpoint, {new.get(key)!r} now")
     onecycle = new.get("optim.schedule") == "onecycle"

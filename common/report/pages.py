@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.report import verdict
-from common.report.runs import Run
+from common.report.rows import Row
+from common.report.runs import RecordedRun
 from common.report.tables import footnotes, markdown_table, table_lines
 
 TITLE = "Distributed MNIST: PyTorch vs TensorFlow"
@@ -43,8 +44,8 @@ STYLE = (
 @dataclass
 class Group:
     key: dict
-    rows: list[dict]
-    runs: list[Run]
+    rows: list[Row]
+    runs: list[RecordedRun]
     pictures: list[Path]
 
 
@@ -53,12 +54,12 @@ def _link(folder: str, page: Path) -> str:
     return f"<a href='{html.escape(target)}/'>{html.escape(Path(folder).name)}</a>"
 
 
-def _table(rows: list[dict], page: Path) -> list[str]:
+def _table(rows: list[Row], page: Path) -> list[str]:
     lines = table_lines(rows)
     parts = ["<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in lines[0])]
     parts[0] += "<th>run folders (config.yaml inside)</th></tr>"
     for row, line in zip(rows, lines[1:], strict=True):
-        links = ", ".join(_link(folder, page) for folder in row.get("folders", []))
+        links = ", ".join(_link(folder, page) for folder in row.folders)
         cells = "".join(f"<td>{html.escape(cell)}</td>" for cell in line)
         parts.append(f"<tr>{cells}<td style='text-align:left'>{links}</td></tr>")
     return parts + ["</table>"]

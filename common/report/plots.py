@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common.report.runs import Run
+from common.report.rows import Row
+from common.report.runs import RecordedRun
 
 # Fixed first, so that the usual series look the same in every report; others follow.
 KNOWN = ["torch single", "torch ddp", "torch fsdp2", "torch fsdp1", "tf mwms"]
@@ -52,44 +53,42 @@ def style(name: str) -> dict:
     }
 
 
-def run_style(run: Run) -> dict:
+def run_style(run: RecordedRun) -> dict:
     """A run's line: its framework x strategy's colour and marker; the line style and a hollow
     marker tell its worker counts apart."""
     look = style(run.label)
-    world = run.start["world_size"]
+    world = run.start.world_size
     look["linestyle"] = LINES[min(world.bit_length() - 1, len(LINES) - 1)]
     if world > 1:
         look["markerfacecolor"] = "none"
     return look
 
 
-def _series(rows: list[dict], key: str) -> dict[str, tuple[list[int], list[float]]]:
+def _series(rows: list[Row], key: str) -> dict[str, tuple[list[int], list[float]]]:
     """framework/strategy -> (workers, values) for rows that have `key`. A strategy that did not
     run on one worker (ddp, fsdp2) starts from its framework's 1-worker run (torch single), the
     baseline its scaling efficiency is measured against; the label says so."""
     lines: dict[str, tuple[list[int], list[float]]] = {}
-    ordered = sorted(rows, key=lambda r: r["world"])
+    ordered = sorted(rows, key=lambda r: r.world)
     for row in ordered:
-        if row.get(key) is None:
+        if getattr(row, key) is None:
             continue
-        name = f"{row['framework']} {row['strategy']}"
-        if name not in lines and row["world"] > 1:
+        name = f"{row.framework} {row.strategy}"
+        if name not in lines and row.world > 1:
             base = next(
                 (
                     r
                     for r in ordered
-                    if r["framework"] == row["framework"]
-                    and r["world"] == 1
-                    and r.get(key) is not None
+                    if r.framework == row.framework and r.world == 1 and getattr(r, key) is not None
                 ),
                 None,
             )
             if base is not None:
-                name = f"{name} (from {base['strategy']} x1)"
-                lines[name] = ([1], [base[key]])
+                name = f"{name} (from {base.strategy} x1)"
+                lines[name] = ([1], [getattr(base, key)])
         workers, values = lines.setdefault(name, ([], []))
-        workers.append(row["world"])
-        values.append(row[key])
+        workers.append(row.world)
+        values.append(getattr(row, key))
     return lines
 
 
@@ -114,8 +113,8 @@ def _draw_series(axis, series: dict, factor: float = 1.0, label_values: bool = F
                 )
 
 
-def _worker_axis(axis, rows: list[dict]) -> None:
-    worlds = sorted({row["world"] for row in rows})
+def _worker_axis(axis, rows: list[Row]) -> None:
+    worlds = sorted({row.world for row in rows})
     axis.set_xscale("log", base=2)
     axis.set_xticks(worlds, [str(w) for w in worlds])
     axis.minorticks_off()
@@ -152,7 +151,7 @@ def _save(figure, path: Path, plt) -> None:
     plt.close(figure)
 
 
-def plot_epoch_time(rows: list[dict], path: Path, plt) -> None:
+def plot_epoch_time(rows: list[Row], path: Path, plt) -> None:
     figure, axis = plt.subplots(figsize=(7, 4.5))
     series = _series(rows, "epoch_s")
     _draw_series(axis, series)
@@ -174,7 +173,7 @@ def plot_epoch_time(rows: list[dict], path: Path, plt) -> None:
     _save(figure, path, plt)
 
 
-def _worker_panels(rows: list[dict], plt, panels: list[tuple]) -> list:
+def _worker_panels(rows: list[Row], plt, panels: list[tuple]) -> list:
     """One panel per (row key, factor, y label, title), each series against workers."""
     figure, axes = plt.subplots(1, len(panels), figsize=(11, 4.5))
     for axis, (key, factor, ylabel, title) in zip(axes, panels, strict=True):
@@ -186,7 +185,7 @@ def _worker_panels(rows: list[dict], plt, panels: list[tuple]) -> list:
     return [figure, *axes]
 
 
-def plot_throughput(rows: list[dict], path: Path, plt) -> None:
+def plot_throughput(rows: list[Row], path: Path, plt) -> None:
     figure, _, efficiency = _worker_panels(
         rows,
         plt,
@@ -204,13 +203,13 @@ def plot_throughput(rows: list[dict], path: Path, plt) -> None:
     _save(figure, path, plt)
 
 
-def plot_curves(runs: list[Run], path: Path, plt) -> None:
+def plot_curves(runs: list[RecordedRun], path: Path, plt) -> None:
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
     for index, run in enumerate(runs):
-        epochs = [e["epoch"] + 0.03 * (index - (len(runs) - 1) / 2) for e in run.epochs]
+        epochs = [e.epoch + 0.03 * (index - (len(runs) - 1) / 2) for e in run.epochs]
         look = run_style(run)
-        left.plot(epochs, [e["val_loss"] for e in run.epochs], label=run.label, **look)
-        right.plot(epochs, [100 * e["val_accuracy"] for e in run.epochs], label=run.label, **look)
+        left.plot(epochs, [e.val_loss for e in run.epochs], label=run.label, **look)
+        right.plot(epochs, [100 * e.val_accuracy for e in run.epochs], label=run.label, **look)
     for axis in (left, right):
         axis.set_xlabel("epoch")
         axis.grid(True, alpha=0.3)
@@ -222,11 +221,11 @@ def plot_curves(runs: list[Run], path: Path, plt) -> None:
     _save(figure, path, plt)
 
 
-def plot_accuracy_time(runs: list[Run], target: float, path: Path, plt) -> None:
+def plot_accuracy_time(runs: list[RecordedRun], target: float, path: Path, plt) -> None:
     figure, axis = plt.subplots(figsize=(7, 4.5))
     for run in runs:
-        seconds = [e["elapsed_s"] for e in run.epochs]
-        accuracy = [100 * e["val_accuracy"] for e in run.epochs]
+        seconds = [e.elapsed_s for e in run.epochs]
+        accuracy = [100 * e.val_accuracy for e in run.epochs]
         axis.plot(seconds, accuracy, label=run.label, **run_style(run))
     axis.axhline(
         100 * target, color="black", linestyle="--", linewidth=1, label=f"target {100 * target:g}%"
@@ -238,8 +237,8 @@ def plot_accuracy_time(runs: list[Run], target: float, path: Path, plt) -> None:
     _save(figure, path, plt)
 
 
-def plot_memory(rows: list[dict], path: Path, plt) -> None:
-    counts = "; ".join(sorted({r["peak_counts"] for r in rows if r["peak_counts"]}))
+def plot_memory(rows: list[Row], path: Path, plt) -> None:
+    counts = "; ".join(sorted({r.peak_counts for r in rows if r.peak_counts}))
     figure, *_ = _worker_panels(
         rows,
         plt,
@@ -256,16 +255,14 @@ def plot_memory(rows: list[dict], path: Path, plt) -> None:
     _save(figure, path, plt)
 
 
-def plot_steps(runs: list[Run], path: Path, plt) -> bool:
+def plot_steps(runs: list[RecordedRun], path: Path, plt) -> bool:
     with_steps = [run for run in runs if run.steps]
     if not with_steps:
         return False
     figure, axis = plt.subplots(figsize=(7, 4.5))
     for run in with_steps:
         look = {**run_style(run), "marker": None, "linewidth": 1}
-        axis.plot(
-            [s["step"] for s in run.steps], [s["loss"] for s in run.steps], label=run.label, **look
-        )
+        axis.plot([s.step for s in run.steps], [s.loss for s in run.steps], label=run.label, **look)
     axis.set_xlabel("optimizer step (global)")
     axis.set_ylabel("training loss (global batch mean)")
     axis.set_title("Training loss per step")
@@ -274,7 +271,9 @@ def plot_steps(runs: list[Run], path: Path, plt) -> bool:
     return True
 
 
-def write_plots(rows: list[dict], runs: list[Run], folder: Path, target: float) -> list[Path]:
+def write_plots(
+    rows: list[Row], runs: list[RecordedRun], folder: Path, target: float
+) -> list[Path]:
     plt = _pyplot()
     folder.mkdir(parents=True, exist_ok=True)
     written = []

@@ -1,11 +1,12 @@
 """compare.py's model-size figure: throughput and per-rank memory against parameter count, one
-series per framework x strategy x workers (rows from `common.report.sizes.size_rows`)."""
+series per framework x strategy x workers (`common.report.sizes.SizeRow`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from common.report import plots
+from common.report.sizes import SizeRow
 
 CAPTION = (
     "Left: training samples/s against the model's parameters (log-log). Right: what one rank "
@@ -16,24 +17,23 @@ CAPTION = (
 )
 
 
-def _series(rows: list[dict]) -> dict[str, list[dict]]:
-    lines: dict[str, list[dict]] = {}
-    for row in sorted(rows, key=lambda r: r["params"]):
-        name = f"{row['framework']} {row['strategy']} x{row['world']}"
-        lines.setdefault(name, []).append(row)
+def _series(rows: list[SizeRow]) -> dict[str, list[SizeRow]]:
+    lines: dict[str, list[SizeRow]] = {}
+    for row in sorted(rows, key=lambda r: r.params):
+        lines.setdefault(row.name, []).append(row)
     return lines
 
 
-def plot_sizes(rows: list[dict], path: Path) -> Path:
+def plot_sizes(rows: list[SizeRow], path: Path) -> Path:
     plt = plots._pyplot()
     figure, (speed, held) = plt.subplots(1, 2, figsize=(12, 4.6))
     for name, points in _series(rows).items():
         look = plots.style(name)
-        params = [row["params"] for row in points]
-        speed.plot(params, [row["samples_s"] for row in points], label=name, **look)
-        state = [row["state_mib"] for row in points]
+        params = [row.params for row in points]
+        speed.plot(params, [row.samples_s for row in points], label=name, **look)
+        state = [row.state_mib for row in points]
         held.plot(params, state, label=f"{name} state", **{**look, "linestyle": "-"})
-        above = [row["above_mib"] for row in points]
+        above = [row.above_mib for row in points]
         if None not in above:
             held.plot(params, above, **{**look, "linestyle": "--", "markerfacecolor": "none"})
     for axis, label in ((speed, "samples/s"), (held, "MiB per rank")):

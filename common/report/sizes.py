@@ -3,49 +3,78 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from common.report import tables
-from common.report.runs import median_of
+from common.report.runs import RecordedRun, median_of
 
 SIZE_KEYS = ("model.hidden", "model.width")  # what a size changes; the rest must match
 
 
-def size_rows(runs: list) -> list[dict]:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SizeRow:
+    framework: str
+    strategy: str
+    world: int
+    layout: str
+    series: str
+    """Everything else the series' runs trained with (a repr), so that only sizes differ."""
+    params: int
+    runs: int
+    samples_s: float | None
+    state_mib: float | None
+    above_mib: float | None
+    peak_mib: float | None
+
+    @property
+    def name(self) -> str:
+        return f"{self.framework} {self.strategy} x{self.world}"
+
+    @property
+    def parameters(self) -> str:
+        return f"{self.params / 1e6:,.1f}M"
+
+
+def size_rows(runs: list[RecordedRun]) -> list[SizeRow]:
     """One row per series (framework x strategy x workers x layout, and everything else in the
-    config but the model's size) and parameter count: `Run.summary`'s throughput and memory,
-    medians over repeats; [] unless some series holds two sizes or more, the only case where a
-    size axis says anything."""
-    cells: dict[tuple, list] = {}
+    config but the model's size) and parameter count: `RecordedRun.summary`'s throughput and
+    memory, medians over repeats; [] unless some series holds two sizes or more, the only case
+    where a size axis says anything."""
+    cells: dict[tuple[str, str, int, str, str, int], list[RecordedRun]] = {}
     for run in runs:
-        params = run.start.get("model_params")
+        params = run.start.model_params
         if params is None or not run.epochs:
             continue
         rest = {k: v for k, v in run.comparable().items() if k not in SIZE_KEYS}
         start = run.start
-        series = (start["framework"], start["strategy"], start["world_size"], run.layout)
+        series = (start.framework, start.strategy, start.world_size, run.layout)
         cells.setdefault((*series, repr(sorted(rest.items())), params), []).append(run)
     rows = []
     for (framework, strategy, world, layout, rest, params), members in sorted(cells.items()):
         summaries = [run.summary() for run in members]
-        row = {
-            "framework": framework,
-            "strategy": strategy,
-            "world": world,
-            "layout": layout,
-            "series": rest,
-            "params": params,
-            "runs": len(members),
-        }
-        for name in ("samples_s", "state_mib", "above_mib", "peak_mib"):
-            row[name] = median_of(summary[name] for summary in summaries)
-        rows.append(row)
-    sizes: dict[tuple, set] = {}
+        rows.append(
+            SizeRow(
+                framework=framework,
+                strategy=strategy,
+                world=world,
+                layout=layout,
+                series=rest,
+                params=params,
+                runs=len(members),
+                samples_s=median_of(summary.samples_s for summary in summaries),
+                state_mib=median_of(summary.state_mib for summary in summaries),
+                above_mib=median_of(summary.above_mib for summary in summaries),
+                peak_mib=median_of(summary.peak_mib for summary in summaries),
+            )
+        )
+    sizes: dict[tuple[str, str, int, str, str], set[int]] = {}
     for row in rows:
-        key = (row["framework"], row["strategy"], row["world"], row["layout"], row["series"])
-        sizes.setdefault(key, set()).add(row["params"])
+        key = (row.framework, row.strategy, row.world, row.layout, row.series)
+        sizes.setdefault(key, set()).add(row.params)
     return rows if any(len(found) > 1 for found in sizes.values()) else []
 
 
-SIZE_COLUMNS = [  # key, header, digits
+SIZE_COLUMNS = [  # SizeRow attribute, header, digits
     ("parameters", "parameters", 0),
     ("framework", "framework", 0),
     ("strategy", "strategy", 0),
@@ -58,7 +87,6 @@ SIZE_COLUMNS = [  # key, header, digits
 ]
 
 
-def size_table_lines(rows: list[dict]) -> list[list[str]]:
-    ordered = sorted(rows, key=lambda r: (r["params"], r["framework"], r["strategy"], r["world"]))
-    shown = [{**row, "parameters": f"{row['params'] / 1e6:,.1f}M"} for row in ordered]
-    return tables.table_lines(shown, SIZE_COLUMNS)
+def size_table_lines(rows: list[SizeRow]) -> list[list[str]]:
+    ordered = sorted(rows, key=lambda r: (r.params, r.framework, r.strategy, r.world))
+    return tables.table_lines(ordered, SIZE_COLUMNS)

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
+from typing import Any
 
-COLUMNS = [  # key, header, digits
+from common.report.rows import Row
+
+COLUMNS: list[tuple[str, str, int]] = [  # Row attribute, header, digits
     ("framework", "framework", 0),
     ("strategy", "strategy", 0),
     ("world", "workers", 0),
@@ -31,28 +35,32 @@ COLUMNS = [  # key, header, digits
 PERCENT = ("efficiency", "mfu")  # fractions in the rows, percentages on the page
 
 
-def _text(row: dict, key: str, digits: int) -> str:
-    value = row.get(key)
+def _text(row: object, key: str, digits: int) -> str:
+    value = getattr(row, key)
     if value is None:
         return "-"
     if key in PERCENT:
         return f"{100 * value:,.{digits}f}"
     if isinstance(value, float):
         text = f"{value:,.{digits}f}"
-        if row.get(f"{key}_low") is not None:
-            text += f" [{row[f'{key}_low']:,.{digits}f}, {row[f'{key}_high']:,.{digits}f}]"
+        low, high = getattr(row, f"{key}_low", None), getattr(row, f"{key}_high", None)
+        if low is not None and high is not None:
+            text += f" [{low:,.{digits}f}, {high:,.{digits}f}]"
         return text
     return str(value)
 
 
-def table_lines(rows: list[dict], columns: list[tuple] = COLUMNS) -> list[list[str]]:
-    """The header, then one line of cells per row; `columns`: (key, header, digits)."""
+def table_lines(
+    rows: Sequence[object], columns: list[tuple[str, str, int]] = COLUMNS
+) -> list[list[str]]:
+    """The header, then one line of cells per row (its attributes named by the columns'
+    keys); `columns`: (key, header, digits)."""
     return [[header for _, header, _ in columns]] + [
         [_text(row, key, digits) for key, _, digits in columns] for row in rows
     ]
 
 
-def terminal_table(rows: list[dict]) -> str:
+def terminal_table(rows: list[Row]) -> str:
     return aligned(table_lines(rows))
 
 
@@ -65,14 +73,14 @@ def aligned(lines: list[list[str]]) -> str:
     )
 
 
-def markdown_table(rows: list[dict]) -> str:
+def markdown_table(rows: list[Row]) -> str:
     lines = table_lines(rows)
     out = ["| " + " | ".join(lines[0]) + " |", "|" + "---|" * len(COLUMNS)]
     out += ["| " + " | ".join(line) + " |" for line in lines[1:]]
     return "\n".join(out)
 
 
-def csv_table(rows: list[dict]) -> str:
+def csv_table(rows: list[dict[str, Any]]) -> str:
     buffer = io.StringIO()
     keys = list(rows[0]) if rows else []
     writer = csv.DictWriter(buffer, fieldnames=keys)
@@ -81,7 +89,7 @@ def csv_table(rows: list[dict]) -> str:
     return buffer.getvalue()
 
 
-def footnotes(rows: list[dict], target: float | None = None) -> list[str]:
+def footnotes(rows: list[Row], target: float | None = None) -> list[str]:
     notes = [
         "epoch s and samples/s: medians over epochs 2.. of each run (epoch 1 holds warm-up "
         "and tracing), then the median over repeats; [low, high] = 95% t-interval of the "
@@ -101,7 +109,7 @@ def footnotes(rows: list[dict], target: float | None = None) -> list[str]:
         if target is not None
         else "to target s = run time when val accuracy first reached train.target_accuracy",
     ]
-    counts = sorted({row["peak_counts"] for row in rows if row["peak_counts"]})
+    counts = sorted({row.peak_counts for row in rows if row.peak_counts})
     if counts:
         notes.append("peak MiB/rank = the largest rank's " + "; ".join(counts))
         notes.append(
@@ -109,6 +117,6 @@ def footnotes(rows: list[dict], target: float | None = None) -> list[str]:
             "built (framework and data loaded): what the model, its training and evaluation "
             "added"
         )
-    if any(row["first_epoch_only"] for row in rows):
+    if any(row.first_epoch_only for row in rows):
         notes.append("runs of one epoch: their times include warm-up and tracing")
     return notes

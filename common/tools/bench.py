@@ -28,6 +28,7 @@ from pathlib import Path
 
 from common.core import metrics
 from common.core.progress import TERMINAL_EVERY_S, Progress
+from common.core.records import METRICS_FILENAME, Epoch
 from common.data import mnist
 
 BATCH = 64
@@ -101,12 +102,13 @@ def launched(
         done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
         if done.returncode != 0:
             raise RuntimeError(f"{framework} {strategy}/{pipeline} failed:\n{done.stdout[-2000:]}")
-        records = metrics.read_metrics(Path(out) / "bench" / metrics.METRICS_FILENAME)
-        last = [r for r in records if r["record"] == "epoch"][-1]
+        records = metrics.read_records(Path(out) / "bench" / METRICS_FILENAME)
+        last = [record for record in records if isinstance(record, Epoch)][-1]
         # Evaluation is a forward pass (a third of a training sample's FLOPs) over the whole
         # test set (10,000 samples: no data.test_limit here).
-        forward = last["flops_per_sample"] / 3 * mnist.TEST_SAMPLES / last["eval_time_s"]
-        return last["samples_per_s"], {"mfu": last["mfu"], "eval": forward / last["peak_flops"]}
+        flops, peak = last.flops_per_sample or 0, last.peak_flops or 0.0
+        forward = flops / 3 * mnist.TEST_SAMPLES / last.eval_time_s
+        return last.samples_per_s, {"mfu": last.mfu, "eval": forward / peak if peak else None}
 
 
 SPREAD_WARNING = 0.10  # (max - min) / median above this: the machine was busy

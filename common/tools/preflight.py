@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from common.core import collectives, metrics
+from common.core.records import METRICS_FILENAME, Epoch, RunEnd
 
 MARK = "PREFLIGHT "
 SIZES = [8 * 8**k for k in range(8)] + [64 * 2**20]  # 8 B, 64 B, ... 16 MiB, 64 MiB
@@ -141,13 +142,13 @@ def train(framework: str, start: list[str], found: dict, *, device: str, out: Pa
             for override in overrides:
                 command += ["--set", override]
             done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
-            records = metrics.scan(out / name / metrics.METRICS_FILENAME).records
-            ends = [r for r in records if r["record"] == "run_end"]
-            if done.returncode != 0 or not ends or ends[-1]["status"] != "success":
+            records = metrics.scan(out / name / METRICS_FILENAME).records
+            ends = [record for record in records if isinstance(record, RunEnd)]
+            if done.returncode != 0 or not ends or ends[-1].status != "success":
                 tail = " ".join((done.stderr or done.stdout).split())[-600:]
                 raise Failed(f"{name}: 20 training steps failed (exit {done.returncode}): {tail}")
-            epoch = [r for r in records if r["record"] == "epoch"][-1]
-            rows.append({"run": name, "samples_per_s": epoch["samples_per_s"]})
+            epoch = [record for record in records if isinstance(record, Epoch)][-1]
+            rows.append({"run": name, "samples_per_s": epoch.samples_per_s})
     return rows
 
 

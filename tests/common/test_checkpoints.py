@@ -6,7 +6,7 @@ import json
 import pytest
 
 from common.core import checkpoints, config_io, resume
-from common.core.run import RunOptions
+from common.core.cli import RunOptions
 from common.launch import environment
 
 SPEC = environment.from_environment({})  # one local process, no SLURM job

@@ -114,7 +114,9 @@ def test_hash_is_stable_and_tracks_values(tmp_path):
     a, b = config_io.load_config(preset), config_io.load_config(reordered)
     assert config_io.config_hash(a) == config_io.config_hash(b)
     # the same in another process with another string-hash seed
-    probe = "from common.core import config_io; print(config_io.config_hash(config_io.load_config()))"
+    probe = (
+        "from common.core import config_io; print(config_io.config_hash(config_io.load_config()))"
+    )
     other = subprocess.run(
         [sys.executable, "-c", probe],
         env={**os.environ, "PYTHONHASHSEED": "12345"},

@@ -2,8 +2,9 @@ import json
 
 import pytest
 
-from common.core import metrics, run
-from tests.records import CFG, epoch_record, start_record, write_run
+from common.core import console, metrics, recorder
+from common.core.clocks import percentiles
+from tests.records import CFG, epoch, epoch_record, start_record, write_run
 
 
 def test_round_trip_and_time_to_target(tmp_path):
@@ -23,8 +24,9 @@ def test_round_trip_and_time_to_target(tmp_path):
     assert start["config"]["train"]["target_accuracy"] == 0.9 and len(start["config_hash"]) == 12
     assert end["time_to_target_s"] == 4.0  # epoch 2 first reached 0.9
     assert (end["best_val_accuracy"], end["epochs_completed"]) == (0.95, 3)
-    assert "epoch   1 | train loss 0.5000" in metrics.console_line(records[1])
-    assert "time to 0.900: 4.0s" in metrics.console_line(end)
+    typed = metrics.read_records(path)
+    assert "epoch   1 | train loss 0.5000" in console.console_line(typed[1])
+    assert "time to 0.900: 4.0s" in console.console_line(typed[-1])
 
 
 def test_half_written_last_line_is_reported_and_the_rest_kept(tmp_path):
@@ -60,8 +62,8 @@ def test_schema_errors_name_file_line_and_field(tmp_path, mutate, message):
     path.write_text(json.dumps(start_record()) + "\n" + json.dumps(record) + "\n")
     with pytest.raises(metrics.MetricsError, match=message):
         metrics.read_metrics(path)
-    with pytest.raises(metrics.MetricsError):  # the writer refuses it too
-        metrics.MetricsWriter(tmp_path / "w.jsonl").write(record)
+    with pytest.raises(metrics.MetricsError):  # a typed record cannot be made of it either
+        metrics.from_json(record)
 
 
 def test_wrong_schema_version_and_missing_file(tmp_path):
@@ -78,13 +80,19 @@ def test_wrong_schema_version_and_missing_file(tmp_path):
 
 def test_diverged_loss_is_allowed_but_status_is_checked(tmp_path):
     writer = metrics.MetricsWriter(tmp_path / "m.jsonl")
-    writer.write({**epoch_record(1, 0.1, 1.0), "train_loss": float("nan")})
-    end = run.run_end_record(CFG, status="crashed", epochs=[], total_time_s=1.0)
+    diverged = epoch(1, 0.1, 1.0)
+    diverged.train_loss = float("nan")
+    writer.write(diverged)
+    end = recorder.run_end(CFG, status="success", epochs=[], total_time_s=1.0, error=None)
+    end.status = "crashed"  # type: ignore[assignment] - what a broken writer would do
     with pytest.raises(metrics.MetricsError, match="'status' is 'crashed'"):
         writer.write(end)
+    diverged.val_accuracy = float("inf")  # only losses may diverge
+    with pytest.raises(metrics.MetricsError, match="'val_accuracy' is inf"):
+        writer.write(diverged)
 
 
 def test_percentiles():
-    assert metrics.percentiles([4.0, 1.0, 3.0, 2.0], [50, 90, 0, 100]) == pytest.approx(
+    assert percentiles([4.0, 1.0, 3.0, 2.0], [50, 90, 0, 100]) == pytest.approx(
         [2.5, 3.7, 1.0, 4.0]
     )

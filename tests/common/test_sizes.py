@@ -10,9 +10,9 @@ from common.data.config import DataConfig
 from common.models import sizes, weights
 from common.models.config import ModelConfig
 from common.report import sizes as size_axis
-from common.report.runs import Run
+from common.report.runs import RecordedRun
 from tests import reference
-from tests.records import epoch_record, start_record
+from tests.records import epoch, start
 
 
 def test_named_sizes_have_the_parameter_counts_they_say():
@@ -102,28 +102,28 @@ def test_synthetic_data_is_fixed_learnable_and_cut_like_mnist():
     assert full.train_labels[:10].tolist() == [7, 9, 9, 0, 7, 7, 8, 7, 6, 5]
 
 
-def _sized_run(name: str, hidden: list[int], samples_per_s: float) -> Run:
+def _sized_run(name: str, hidden: list[int], samples_per_s: float) -> RecordedRun:
     cfg = config_io.load_config(None, [f"model.hidden={hidden}"])
-    epochs = [epoch_record(epoch, 0.5, 2.0 * epoch) for epoch in (1, 2)]
+    epochs = [epoch(number, 0.5, 2.0 * number) for number in (1, 2)]
     for record in epochs:
-        record["samples_per_s"] = samples_per_s
-        for entry in record["memory"]:
-            entry.update(baseline_bytes=2**20, peak_above_baseline_bytes=0)
-    return Run(f"{name}/metrics.jsonl", [start_record(name, cfg), *epochs])
+        record.samples_per_s = samples_per_s
+        for entry in record.memory:
+            entry.baseline_bytes, entry.peak_above_baseline_bytes = 2**20, 0
+    return RecordedRun(f"{name}/metrics.jsonl", [start(name, cfg), *epochs])
 
 
 def test_size_rows_need_two_sizes_of_one_series():
     small, big = _sized_run("small", [64], 500.0), _sized_run("big", [256, 256], 100.0)
-    assert big.start["model_params"] == 784 * 256 + 256 + 256 * 256 + 256 + 2570
+    assert big.start.model_params == 784 * 256 + 256 + 256 * 256 + 256 + 2570
     rows = size_axis.size_rows([big, small])
-    assert [(row["params"], row["samples_s"]) for row in rows] == [
+    assert [(row.params, row.samples_s) for row in rows] == [
         (50_890, 500.0),
         (269_322, 100.0),
     ]
-    assert rows[0]["state_mib"] == 1600 / 2**20 and rows[0]["above_mib"] == 0
+    assert rows[0].state_mib == 1600 / 2**20 and rows[0].above_mib == 0
     assert size_axis.size_rows([small]) == []  # one size: no axis
     other = _sized_run("other", [256, 256], 90.0)
-    other.start["config"]["optim"]["lr"] = 0.5  # another experiment: its own series
+    other.start.config["optim"]["lr"] = 0.5  # another experiment: its own series
     assert len(size_axis.size_rows([small, other])) == 0
     lines = size_axis.size_table_lines(rows)
     assert lines[0][:2] == ["parameters", "framework"] and lines[1][0] == "0.1M"

@@ -84,22 +84,22 @@ def test_a_target_given_in_percent_is_refused(tmp_path, capsys):
 
 def test_the_verdict_reads_the_rows():
     from common.report import verdict
+    from common.report.rows import Row
 
     def row(framework, strategy, world, samples, state, final, target_s=None):
-        return {
-            "framework": framework,
-            "strategy": strategy,
-            "world": world,
-            "runs": 3,
-            "samples_s": samples,
-            "samples_s_low": samples * 0.9,
-            "samples_s_high": samples * 1.1,
-            "state_mib": state,
-            "final_acc": final,
-            "target_s": target_s,
-            "efficiency": None,
-            "baseline": "",
-        }
+        return Row(
+            framework=framework,
+            strategy=strategy,
+            world=world,
+            layout="1x1 local",
+            runs=3,
+            samples_s=samples,
+            samples_s_low=samples * 0.9,
+            samples_s_high=samples * 1.1,
+            state_mib=state,
+            final_acc=final,
+            target_s=target_s,
+        )
 
     rows = [
         row("torch", "single", 1, 50_000, 1.7, 0.966, 30.0),
@@ -108,7 +108,7 @@ def test_the_verdict_reads_the_rows():
         row("tf", "mwms", 1, 30_000, 1.7, 0.9662),
         row("tf", "mwms", 2, 10_000, 1.7, 0.9664),
     ]
-    rows[1].update(efficiency=0.2, baseline="single x1")
+    rows[1].efficiency, rows[1].baseline = 0.2, "single x1"
     said = verdict.sentences(rows, target=0.96)
     fastest = "Fastest: torch single x1 at 50,000 samples/s [95% interval 45,000-55,000]"
     assert said[0] == fastest + " (median of 3 run(s))."
@@ -124,8 +124,11 @@ def test_the_verdict_reads_the_rows():
 
 def test_runs_of_different_layouts_are_rows_of_their_own(tmp_path):
     """1 node x 2 ranks and 2 nodes x 1 rank measure different things (no network, or one)."""
+    import dataclasses
+
     from common.core import metrics
-    from common.report.runs import Run, rows_for
+    from common.report.rows import rows_for
+    from common.report.runs import RecordedRun
 
     runs = []
     for name, hosts, launcher in (
@@ -134,13 +137,14 @@ def test_runs_of_different_layouts_are_rows_of_their_own(tmp_path):
         ("c", ["n1", "n2"], "slurm"),
     ):
         write_run(tmp_path / name / "metrics.jsonl")
-        records = metrics.read_metrics(tmp_path / name / "metrics.jsonl")
-        records[0].update(hosts=hosts, launcher=launcher)
-        runs.append(Run(str(tmp_path / name / "metrics.jsonl"), records))
+        records = metrics.read_records(tmp_path / name / "metrics.jsonl")
+        records[0] = dataclasses.replace(records[0], hosts=hosts, launcher=launcher)
+        runs.append(RecordedRun(str(tmp_path / name / "metrics.jsonl"), records))
     rows = rows_for(runs)
-    assert [(r["strategy"], r["layout"], r["runs"]) for r in rows] == [
+    assert [(r.strategy, r.layout, r.runs) for r in rows] == [
         ("ddp [1x2 local]", "1x2 local", 2),
         ("ddp [2x1 slurm]", "2x1 slurm", 1),
     ]
-    uneven = Run(runs[0].path, [{**runs[0].start, "hosts": ["a", "a", "b"], "world_size": 3}])
+    three = dataclasses.replace(runs[0].start, hosts=["a", "a", "b"], world_size=3)
+    uneven = RecordedRun(runs[0].path, [three])
     assert uneven.layout == "2+1 local"

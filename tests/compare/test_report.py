@@ -138,8 +138,8 @@ def test_time_to_target_is_computed_after_the_fact(results, capsys):
     assert compare.main([str(results / "torch-single"), "--format", "json", "--target", "0.5"]) == 0
     (group,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     epochs = [r for r in compare.load_runs([str(results / "torch-single")])[0][0].epochs]
-    first = next(e for e in epochs if e["val_accuracy"] >= 0.5)
-    assert group["target_accuracy"] == 0.5 and group["rows"][0]["target_s"] == first["elapsed_s"]
+    first = next(e for e in epochs if e.val_accuracy >= 0.5)
+    assert group["target_accuracy"] == 0.5 and group["rows"][0]["target_s"] == first.elapsed_s
     assert compare.main([str(results / "torch-single"), "--format", "json", "--target", "1"]) == 0
     assert json.loads(capsys.readouterr().out)["rows"][0]["target_s"] is None
 

@@ -8,9 +8,9 @@ import time
 import pytest
 import torch
 
-import compare
-from common.core import metrics
+from common.core import console, metrics
 from common.launch.local import rank_environments
+from common.report.runs import RecordedRun
 from tests.launching import kill_second_rank_mid_training
 from tests.torch.conftest import SMALL, train_command
 
@@ -148,8 +148,8 @@ def test_stop_resume_finish_equals_an_uninterrupted_run(run_torch):
         if r["record"] == "run_end"
     ]
     assert statuses == ["aborted", "success"]
-    resumed = compare.Run(str(run_dir), metrics.read_metrics(run_dir / "metrics.jsonl"))
-    assert (len(resumed.epochs), resumed.summary()["status"]) == (3, "success")
+    resumed = RecordedRun(str(run_dir), metrics.read_records(run_dir / "metrics.jsonl"))
+    assert (len(resumed.epochs), resumed.summary().status) == (3, "success")
 
 
 def test_a_killed_rank_makes_the_other_fail_within_the_timeout(tmp_path):
@@ -182,7 +182,7 @@ def test_real_mnist_smoke_run(run_torch):
     done, run_dir = run_torch("smoke", 2, "torch.strategy=ddp", "train.epochs=1", small=False)
     (epoch,) = epochs_of(run_dir)
     assert epoch["val_accuracy"] > 0.93 and epoch["samples"] == 937 * 64
-    print(metrics.console_line(epoch), file=sys.stderr)
+    print(console.console_line(metrics.from_json(epoch)), file=sys.stderr)
 
 
 def test_progress_is_printed_by_the_chief_only(run_torch):

@@ -1,0 +1,83 @@
+"""The command line of the training programs (`torch_impl.train`, `tf_impl.train`: the same on
+both sides): the config arguments, and how this launch relates to the run's earlier ones."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+from common.core.config_io import add_config_arguments
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunOptions:
+    """How this launch relates to the run's earlier launches (the training command line)."""
+
+    resume: bool = False
+    """Go on from the run's latest complete checkpoint; fail if there is none."""
+    auto_resume: bool = False
+    """Go on from the latest complete checkpoint if there is one, else start afresh."""
+    stop_after_epoch: int = 0
+    """Checkpoint after this epoch and stop (0: never)."""
+    progress: bool = True
+    """Show live progress inside each epoch (the chief only)."""
+    progress_every_s: float | None = None
+    """Seconds between progress lines (default: 0.5 on a terminal, 30 in a log file)."""
+
+
+def answer_help_early(prog: str, description: str | None) -> None:
+    """`--help` of a training program without importing its framework first (seconds): call
+    it before the framework imports. Prints the help and exits when asked for it."""
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        parse_train_args(prog, description, ["--help"])
+
+
+def parse_train_args(
+    prog: str, description: str | None, argv: list[str] | None
+) -> tuple[argparse.Namespace, RunOptions]:
+    """The command line of `torch_impl.train` and `tf_impl.train` (the same on both sides):
+    the config arguments for `config_io.config_from_args`, and the run options."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    add_config_arguments(parser)
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on from the run's latest complete checkpoint (the run folder is "
+        "output.dir/output.run_name)",
+    )
+    parser.add_argument(
+        "--stop-after-epoch",
+        type=int,
+        default=0,
+        metavar="N",
+        help="checkpoint after epoch N and stop (status aborted)",
+    )
+    parser.add_argument(
+        "--auto-resume",
+        action="store_true",
+        help="like --resume when the run has a complete checkpoint, else start afresh "
+        "(what a requeued SLURM job wants)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no live progress inside the epochs")
+    parser.add_argument(
+        "--progress-every",
+        type=float,
+        metavar="S",
+        help="seconds between progress lines (default 0.5 on a terminal, 30 in a log)",
+    )
+    args = parser.parse_args(argv)
+    if args.progress_every is not None and not args.progress_every >= 0:
+        parser.error(f"--progress-every must be >= 0 seconds, got {args.progress_every}")
+    if args.stop_after_epoch < 0:
+        parser.error(
+            f"--stop-after-epoch must be 0 (never) or an epoch >= 1, got {args.stop_after_epoch}"
+        )
+    options = RunOptions(
+        resume=args.resume,
+        auto_resume=args.auto_resume,
+        stop_after_epoch=args.stop_after_epoch,
+        progress=not args.quiet,
+        progress_every_s=args.progress_every,
+    )
+    return args, options

@@ -1,0 +1,211 @@
+"""One run as every rank sees it: a `Run` owns its folder, its identity, its records and its
+end, from the name all ranks agree on to the one run_end of each launch.
+
+Decisions that touch the file system (may the folder be used, which checkpoint is intact and
+belongs to this run) are the chief's; `on_chief` hands the outcome, or the same error, to every
+rank, so no rank is left waiting in a collective for a chief that gave up.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from common.core import checkpoints, collectives, provenance, recorder, resume
+from common.core.cli import RunOptions
+from common.core.config import Config
+from common.core.config_io import save_config, to_dict
+from common.core.console import console_line
+from common.core.metrics import METRICS_FILENAME, MetricsWriter, from_json, to_json
+from common.core.records import Epoch, Record, Resume, Status
+from common.core.trainer import Trainer
+from common.launch.cluster import ClusterSpec, unique_stamp
+
+# What a decision on the chief may raise, so that every rank raises it too.
+SHARED_ERRORS: dict[str, type[Exception]] = {
+    error.__name__: error
+    for error in (resume.RunRefused, checkpoints.CheckpointError, RuntimeError)
+}
+
+
+def exchange(trainer: Trainer) -> dict[str, Any]:
+    """The keyword arguments of `common.core.collectives` for this trainer's ranks."""
+    spec = trainer.spec
+    return {
+        "rank": spec.rank,
+        "world_size": spec.world_size,
+        "all_reduce_sum": trainer.all_reduce_sum,
+    }
+
+
+def on_chief(trainer: Trainer, decide: Callable[[], Any]) -> Any:
+    """`decide()` on the chief; its JSON-able result on every rank (collective). An error the
+    chief meets in it is raised on every rank, with the chief's message."""
+    outcome: dict[str, Any] = {}
+    if trainer.spec.is_chief:
+        try:
+            outcome = {"result": decide()}
+        except tuple(SHARED_ERRORS.values()) as error:
+            outcome = {"error": type(error).__name__, "message": str(error)}
+    outcome = json.loads(collectives.broadcast_text(json.dumps(outcome), **exchange(trainer)))
+    if "error" in outcome:
+        raise SHARED_ERRORS.get(outcome["error"], RuntimeError)(outcome["message"])
+    return outcome["result"]
+
+
+def run_name(cfg: Config, framework: str, strategy: str, spec: ClusterSpec) -> str:
+    """output.run_name, else <framework>-<strategy>-<model>-w<world>-<launch id>.
+
+    Every rank must reach the same name; the launch id (SLURM job, launcher run id) is shared by
+    all ranks. Without one (a bare torchrun) a unique stamp is drawn, which only the chief's
+    counts: `Run.start` broadcasts the chief's name.
+    """
+    if cfg.output.run_name:
+        return cfg.output.run_name
+    stamp = spec.launch_id or unique_stamp()
+    return f"{framework}-{strategy}-{cfg.model.name}-w{spec.world_size}-{stamp}"
+
+
+def _warn(text: str) -> None:
+    print(f"warning: {text}", file=sys.stderr, flush=True)
+
+
+class Run:
+    """A started run on this rank: its folder, what a checkpoint must match to resume it, the
+    chief's metrics file, its epoch records (earlier launches' too) and its end."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        trainer: Trainer,
+        *,
+        run_dir: Path,
+        identity: dict[str, Any],
+        resume_from: Path | None,
+    ) -> None:
+        self.cfg, self.trainer = cfg, trainer
+        self.run_id, self.run_dir = run_dir.name, run_dir
+        self.identity = identity
+        self.resume_from = resume_from
+        self.writer: MetricsWriter | None = None  # the chief's only
+        if trainer.spec.is_chief:
+            save_config(cfg, run_dir)
+            self.writer = MetricsWriter(run_dir / METRICS_FILENAME)
+        self.epochs: list[Epoch] = []
+        self.started = time.perf_counter()
+        self.time_before_s = 0.0  # earlier launches, up to the checkpoint this one resumed
+        self._end_lock = threading.Lock()
+        self._ended = False
+
+    @classmethod
+    def start(cls, cfg: Config, trainer: Trainer, options: RunOptions) -> Run:
+        """Agree on the run's name, claim its folder, pick the checkpoint to go on from, then
+        write run_start (collective). A refusal writes nothing."""
+        spec = trainer.spec
+        proposed = run_name(cfg, trainer.framework, trainer.strategy, spec)
+        name = collectives.broadcast_text(proposed, **exchange(trainer))
+        claimed = Path(cfg.output.dir) / name
+        name = on_chief(trainer, lambda: resume.prepare_folder(claimed, options, spec, _warn))
+        run_dir = Path(cfg.output.dir) / name
+        identity = resume.identity(
+            framework=trainer.framework,
+            strategy=trainer.strategy,
+            world_size=spec.world_size,
+            config=to_dict(cfg),
+        )
+        chosen = on_chief(
+            trainer, lambda: resume.choose_checkpoint(run_dir, options, identity, _warn)
+        )["folder"]
+        where = f"{spec.node}:{trainer.device_type}:{trainer.device_name}"
+        devices = collectives.gather_texts(where, **exchange(trainer))
+        resume_from = checkpoints.root(run_dir) / chosen if chosen else None
+        run = cls(cfg, trainer, run_dir=run_dir, identity=identity, resume_from=resume_from)
+        hosts = [device.split(":", 1)[0] for device in devices]  # every rank's, torchrun too
+        run.write(recorder.run_start(cfg, trainer, run_id=name, devices=devices, hosts=hosts))
+        return run
+
+    def write(self, record: Record, *, echo: bool = True) -> None:
+        """Into the metrics file and onto the console (the chief; no-op on other ranks)."""
+        if self.writer:
+            self.writer.write(record)
+            if echo:
+                print(console_line(record), flush=True)
+
+    def total_time_s(self) -> float:
+        return self.time_before_s + time.perf_counter() - self.started
+
+    def resume(self) -> tuple[int, float]:
+        """Restore the chosen checkpoint, if any (collective); (first epoch to train, loop seconds
+        of the earlier launches). Writes a resume record."""
+        if self.resume_from is None:
+            return 0, 0.0
+        manifest = checkpoints.read_manifest(self.resume_from)
+        self.trainer.load_checkpoint(self.resume_from)
+        self.epochs[:] = [from_json(saved) for saved in manifest["epoch_records"]]
+        self.time_before_s = manifest["run_time_s"]
+        self.write(
+            Resume(
+                time=provenance.utc_now(),
+                epoch=manifest["epoch"],
+                checkpoint=str(self.resume_from),
+            )
+        )
+        return manifest["epoch"], manifest["elapsed_s"]
+
+    def record_epoch(self, record: Epoch) -> None:
+        self.epochs.append(record)
+        self.write(record)
+
+    def checkpoint(self, epoch: int) -> None:
+        """The state after `epoch` epochs (collective): every rank saves its part, then the chief
+        writes the manifest that makes it complete, and drops the oldest beyond
+        train.keep_checkpoints."""
+        trainer = self.trainer
+        folder = checkpoints.epoch_dir(self.run_dir, epoch)
+        if trainer.spec.is_chief:  # a folder of an abandoned later attempt: start it clean
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+        trainer.barrier()
+        trainer.save_checkpoint(folder)
+        trainer.barrier()
+        if trainer.spec.is_chief:
+            extras = {
+                "run_id": self.run_id,
+                **self.identity,
+                "elapsed_s": self.epochs[-1].elapsed_s,
+                "run_time_s": self.total_time_s(),
+                "epoch_records": [to_json(record) for record in self.epochs],
+            }
+            checkpoints.write_manifest(folder, epoch=epoch, extras=extras)
+            checkpoints.prune(self.run_dir, self.cfg.train.keep_checkpoints)
+        trainer.barrier()
+
+    def end(self, status: Status, error: str | None) -> bool:
+        """Write this launch's run_end and close the metrics file, once: True for the call that
+        did (or would have, on a rank without the file), False for any later one. Safe to call
+        from the thread that ends a run stuck in a collective."""
+        with self._end_lock:
+            if self._ended:
+                return False
+            self._ended = True
+            if not self.writer:
+                return True
+            end = recorder.run_end(
+                self.cfg,
+                status=status,
+                epochs=self.epochs,
+                total_time_s=self.total_time_s(),
+                error=error,
+            )
+            try:
+                self.write(end)
+                self.writer.close()
+            except OSError as lost:  # a full or vanished output.dir: say so where it can be seen
+                print(f"error: run_end could not be written ({lost}): {end}", file=sys.stderr)
+            return True

@@ -1,0 +1,94 @@
+"""The body of both training programs (`torch_impl.train.main`, `tf_impl.train.main`): read the
+command line and the launch, check everything that can be checked before any process group
+exists, start the framework, run the driver, and leave with its exit code. Each framework hands
+in a `Side`: its own checks, its start-up, its trainer, and what its failed start-up raises.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from common.core import cli, devices, loop
+from common.core.config import Config
+from common.core.config_io import config_from_args
+from common.core.trainer import Trainer
+from common.data import mnist
+from common.launch import environment
+from common.launch.cluster import ClusterSpec
+
+
+@dataclass(frozen=True, kw_only=True)
+class Side:
+    """What one framework's training program adds to the shared body."""
+
+    framework: str
+    """"torch" or "tf"."""
+    prepare: Callable[[Config, ClusterSpec], Config]
+    """The framework's own choices and checks before anything starts (a strategy resolved,
+    options that do not combine refused with ValueError)."""
+    setup: Callable[[Config, ClusterSpec], Any]
+    """Take the device and the threads, meet the peers: the framework's DistInfo."""
+    trainer: Callable[[Config, Any], Trainer]
+    """The Trainer of a set-up rank."""
+    startup_errors: tuple[type[BaseException], ...]
+    """What a start-up that did not complete raises (peers that never came): exit 1."""
+
+
+def check_launch(cfg: Config, world_size: int) -> None:
+    """Everything that can be checked before a run folder or a process group exists, on every
+    rank alike: the batch against the world and the data, and the data files' checksums.
+    Raises ValueError naming the fix."""
+    global_batch = cfg.train.global_batch_size(world_size)
+    samples = min(cfg.data.train_limit or mnist.TRAIN_SAMPLES, mnist.TRAIN_SAMPLES)
+    if samples < global_batch:
+        raise ValueError(
+            f"data.train_limit={cfg.data.train_limit} leaves {samples} training samples, fewer "
+            f"than one global batch of {global_batch}; raise data.train_limit or lower "
+            "train.batch_size"
+        )
+    if cfg.data.name == "synthetic":  # no files: generated in memory
+        return
+    try:
+        mnist.check_files(cfg.data.dir)
+    except mnist.DataError as error:
+        raise ValueError(str(error)) from None
+
+
+def main(side: Side, prog: str, description: str | None, argv: list[str] | None) -> NoReturn:
+    """Train as the command line and the launch say; leave with the run's exit code: 0, 2 for
+    a launch refused before anything started, 1 for a start-up that did not complete, else the
+    driver's (`common.core.loop`)."""
+    args, options = cli.parse_train_args(prog, description, argv)
+    try:
+        spec = environment.from_environment()
+        cfg = side.prepare(config_from_args(args), spec)
+        check_launch(cfg, spec.world_size)
+        info = side.setup(cfg, spec)
+    except ValueError as error:  # bad config or launch variables: nothing has started
+        print(f"error: {error}", file=sys.stderr)
+        _leave(2)
+    except side.startup_errors as error:  # the peers did not all come in time
+        print(f"error: {error}", file=sys.stderr)
+        _leave(1)
+    cfg = devices.resolve_eval_batch(cfg, side.framework, info.device_type)
+    trainer = side.trainer(cfg, info)  # held until the exit: it holds the process group
+    _, code = loop.execute(cfg, options, trainer)
+    _leave(code)
+
+
+def _leave(code: int) -> NoReturn:
+    """Leave at once, without running destructors, whatever the outcome; every record is
+    already flushed. Peers may be gone after a failure. After a success, freeing a DDP model
+    frees the process group its Reducer still holds: ~ProcessGroupGloo then joins gloo's
+    worker threads while holding the GIL, and a worker freeing a finished AsyncWork needs the
+    GIL (a deadlock seen once in a sweep; py-spy: ~Reducer -> ~ProcessGroupGloo ->
+    thread::join). TensorFlow's strategy teardown (gRPC server, coordination service
+    heartbeats, tf.data threads of distributed iterators) stalled workers 34-100 s after their
+    work was done."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,211 @@
+"""The metrics schema: one dataclass per record of a run's `metrics.jsonl`, JSON Lines written by
+the chief only.
+
+  RunStart  once: provenance (framework, versions, strategy, world, hosts, devices, config,
+            config hash, git commit, seed, numerics, threads)
+  Resume    after run_start when a launch goes on from a checkpoint
+  Step      optional, every train.log_every_steps steps: the global mean loss
+  Epoch     once per epoch: global means, timings and what their clocks covered, throughput,
+            step-time percentiles, every rank's memory (`MemoryEntry`), replica agreement, MFU
+  RunEnd    once per launch: status, totals, time to target accuracy
+
+Each field says what it means and its unit (`doc`); the published JSON Schema
+(`common.core.schema`, docs/metrics.schema.json) and the reader's checks (`common.core.recordio`)
+are both generated from these classes. A field marked `added` came after version 1 was
+published: the suite always writes it, and a reader accepts files written before it (None).
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, field
+from typing import Any, ClassVar, Literal
+
+SCHEMA_VERSION = 1
+METRICS_FILENAME = "metrics.jsonl"
+Status = Literal["success", "failed", "aborted"]
+STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
+
+
+def doc(text: str, *, added: bool = False, nullable: bool = False, diverges: bool = False) -> Any:
+    """A field with its meaning. `added`: absent from files written before it (read as None;
+    when written, null only if `nullable`). `diverges`: NaN and infinity are valid values (a
+    diverged loss); every other float must be finite."""
+    meta = {"doc": text, "added": added, "nullable": nullable, "diverges": diverges}
+    return field(default=None if added else MISSING, metadata=meta)
+
+
+@dataclass(kw_only=True, slots=True)
+class RunStart:
+    KIND: ClassVar[str] = "run_start"
+    schema_version: int = doc("version of this schema")
+    time: str = doc("UTC time the record was written, ISO 8601 with milliseconds")
+    run_id: str = doc("the run's name, also its folder's name")
+    framework: str = doc('"torch" or "tf"')
+    framework_version: str = doc("version of torch or tensorflow")
+    versions: dict[str, str] = doc(
+        "versions of python, numpy and the framework's libraries (CUDA, NCCL, Keras ...)"
+    )
+    strategy: str = doc("torch: single, ddp, fsdp2, fsdp1; tf: mwms")
+    model: str = doc("the model's name (common.models)")
+    dataset: str = doc("mnist, or synthetic (data.name)")
+    precision: str = doc("fp32, bf16 or fp16")
+    world_size: int = doc("ranks (processes) in the run")
+    global_batch_size: int = doc("samples per optimizer step, over all ranks")
+    launcher: str = doc("single, local, torchrun or slurm")
+    hosts: list[str] = doc("host of every rank, in rank order")
+    device_type: str = doc("cpu or gpu")
+    devices: list[str] = doc("node:device type:device name of every rank, in rank order")
+    config: dict[str, Any] = doc("the resolved config, every section and key")
+    config_hash: str = doc("first 12 hex digits of the SHA-256 of the canonical config JSON")
+    git_commit: str | None = doc("the suite's commit, '-dirty' when changed; null outside git")
+    seed: int = doc("train.seed")
+    numerics: dict[str, Any] | None = doc(
+        "what the precision means here: param_dtype, compute_dtype, grad_reduce_dtype, "
+        "optimizer_state_dtype, loss_scaling, tf32 (asked) and tf32_effective (on a GPU), how",
+        added=True,
+    )
+    threads: dict[str, int] | None = doc(
+        "the chief's intra_op and inter_op thread counts (the same rule on both sides: the "
+        "rank's share of its cores, common.core.devices)",
+        added=True,
+    )
+    model_params: int | None = doc(
+        "parameters of the whole model (weights and biases, common.models)", added=True
+    )
+
+
+@dataclass(kw_only=True, slots=True)
+class Resume:
+    KIND: ClassVar[str] = "resume"
+    time: str = doc("UTC time the record was written, ISO 8601 with milliseconds")
+    epoch: int = doc("the epoch of the checkpoint the launch went on from")
+    checkpoint: str = doc("folder of the checkpoint the launch went on from")
+
+
+@dataclass(kw_only=True, slots=True)
+class Step:
+    KIND: ClassVar[str] = "step"
+    epoch: int = doc("epoch number, from 1")
+    step: int = doc("global optimizer step, from 1")
+    loss: float = doc(
+        "training loss of the step, mean over the global batch (cross-entropy, nats)",
+        diverges=True,
+    )
+    lr: float = doc("learning rate of the step")
+
+
+@dataclass(kw_only=True, slots=True)
+class MemoryEntry:
+    rank: int = doc("the rank")
+    peak_bytes: int = doc("peak memory of the rank, bytes, as peak_counts says")
+    peak_counts: str = doc("what peak_bytes measures")
+    param_bytes: int = doc("bytes of parameters the rank holds (a shard under FSDP)")
+    grad_bytes: int = doc("bytes of gradients the rank holds")
+    optim_bytes: int = doc("bytes of optimizer state the rank holds")
+    reserved_peak_bytes: int | None = doc(
+        "peak bytes the GPU caching allocator reserved (torch on CUDA); null where not "
+        "measured (CPU, TensorFlow)",
+        added=True,
+        nullable=True,
+    )
+    baseline_bytes: int | None = doc(
+        "what the rank held before the model was built, in peak_counts' measure", added=True
+    )
+    peak_above_baseline_bytes: int | None = doc(
+        "peak_bytes less baseline_bytes: what the model, its training and evaluation added",
+        added=True,
+    )
+
+    @property
+    def state_bytes(self) -> int:
+        """Parameters, gradients and optimizer state this rank holds."""
+        return self.param_bytes + self.grad_bytes + self.optim_bytes
+
+
+@dataclass(kw_only=True, slots=True)
+class Epoch:
+    KIND: ClassVar[str] = "epoch"
+    time: str = doc("UTC time the record was written, ISO 8601 with milliseconds")
+    epoch: int = doc("epoch number, from 1")
+    train_loss: float = doc(
+        "mean training loss over the epoch's global batches (nats)", diverges=True
+    )
+    val_loss: float = doc("mean validation loss over the test set (nats)", diverges=True)
+    val_accuracy: float = doc("validation accuracy, a fraction in [0, 1]")
+    lr: float = doc("learning rate of the epoch's last step")
+    steps: int = doc("optimizer steps in the epoch")
+    samples: int = doc("training samples in the epoch (steps x global batch)")
+    train_time_s: float = doc("seconds the train clock read (see train_clock)")
+    train_clock: str = doc("what train_time_s covers on this framework")
+    eval_time_s: float = doc("seconds of evaluation")
+    samples_per_s: float = doc("samples / train_time_s")
+    step_time_p50_s: float = doc("median step time, seconds")
+    step_time_p90_s: float = doc("90th percentile step time, seconds")
+    elapsed_s: float = doc("seconds of the run's epoch loop so far, earlier launches included")
+    memory: list[MemoryEntry] = doc("one entry per rank")
+    replicas_in_sync: bool | None = doc(
+        "every rank holds the same weights after the epoch (integer sums of the weights' bit "
+        "patterns equal); null where ranks hold shards (FSDP)",
+        added=True,
+        nullable=True,
+    )
+    loss_scale: list[float] | None = doc(
+        "every rank's fp16 loss scale after the epoch; null without loss scaling",
+        added=True,
+        nullable=True,
+    )
+    skipped_steps: list[int] | None = doc(
+        "every rank's optimizer steps skipped on overflow in the epoch; null without loss scaling",
+        added=True,
+        nullable=True,
+    )
+    first_step_s: float | None = doc(
+        "seconds of the epoch's first step; in epoch 1 it holds tracing, compiling "
+        "(torch.compile, XLA) and warm-up, which compare reports as its excess over the median "
+        "step",
+        added=True,
+        nullable=True,
+    )
+    flops_per_sample: int | None = doc(
+        "FLOPs of one training sample, 6 x the forward multiply-accumulates of the conv and "
+        "dense layers (common.models)",
+        added=True,
+    )
+    peak_flops: float | None = doc(
+        "FLOP/s: the sum over ranks of each rank's measured GEMM peak at the run's precision "
+        "(common.core.peak, cached per host)",
+        added=True,
+    )
+    mfu: float | None = doc(
+        "model FLOPs utilization: samples_per_s x flops_per_sample / peak_flops",
+        added=True,
+        nullable=True,
+    )
+
+
+@dataclass(kw_only=True, slots=True)
+class RunEnd:
+    KIND: ClassVar[str] = "run_end"
+    time: str = doc("UTC time the record was written, ISO 8601 with milliseconds")
+    status: Status = doc(
+        "success; failed; aborted (stopped on purpose: a signal, --stop-after-epoch, preemption)"
+    )
+    epochs_completed: int = doc("epochs with a record, earlier launches included")
+    total_time_s: float = doc(
+        "seconds of the run, earlier launches up to their checkpoint included"
+    )
+    final_val_accuracy: float | None = doc("val_accuracy of the last epoch, a fraction")
+    best_val_accuracy: float | None = doc("the highest val_accuracy, a fraction")
+    target_accuracy: float = doc("train.target_accuracy, a fraction")
+    time_to_target_s: float | None = doc(
+        "elapsed_s when val_accuracy first reached target_accuracy; null if never"
+    )
+    error: str | None = doc("why the run failed or stopped; null on success")
+
+
+Record = RunStart | Resume | Step | Epoch | RunEnd
+KINDS: dict[str, type[Record]] = {
+    kind.KIND: kind for kind in (RunStart, Resume, Step, Epoch, RunEnd)
+}
+# The sections every resolved config has (common.core.config.Config).
+CONFIG_SECTIONS = ("data", "model", "optim", "train", "dist", "output", "torch", "tf")

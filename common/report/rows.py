@@ -1,0 +1,176 @@
+"""What compare.py tables and draws: groups of runs that trained the same thing, and one `Row`
+per framework x strategy x workers x layout, with repeats folded into medians and intervals."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from common.report.runs import RecordedRun, median_of
+
+# Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (then 1.96).
+T95 = [
+    float(value)
+    for value in (
+        "12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 "
+        "2.131 2.120 2.110 2.101 2.093 2.086 2.080 2.074 2.069 2.064 2.060 2.056 2.052 2.048 "
+        "2.045 2.042"
+    ).split()
+]
+
+
+@dataclass(kw_only=True)
+class Row:
+    """One line of a report's table: every run of one setup, folded."""
+
+    framework: str
+    strategy: str
+    world: int
+    layout: str
+    runs: int
+    folders: list[str] = field(default_factory=list)
+    epoch_s: float | None = None
+    epoch_s_low: float | None = None
+    epoch_s_high: float | None = None
+    samples_s: float | None = None
+    samples_s_low: float | None = None
+    samples_s_high: float | None = None
+    eval_s: float | None = None
+    mfu: float | None = None
+    warmup_s: float | None = None
+    peak_mib: float | None = None
+    above_mib: float | None = None
+    state_mib: float | None = None
+    final_acc: float | None = None
+    best_acc: float | None = None
+    target_s: float | None = None
+    peak_counts: str = ""
+    first_epoch_only: bool = False
+    status: str = ""
+    efficiency: float | None = None
+    """samples/s over workers x the 1-worker baseline's samples/s."""
+    baseline: str = ""
+    """The row the efficiency is measured against, e.g. "single x1"."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.framework} {self.strategy} x{self.world}"
+
+
+Group = tuple[dict[str, Any], list[RecordedRun]]
+
+
+def group_runs(runs: list[RecordedRun]) -> tuple[list[Group], list[str]]:
+    """Runs that trained the same thing (equal `RecordedRun.comparable`), largest group first.
+    Each group's key is its readable summary plus every config key in which the groups differ;
+    one note per extra group says how it differs from the first."""
+    groups: dict[str, tuple[dict[str, Any], list[RecordedRun]]] = {}
+    for run in runs:
+        comparable = run.comparable()
+        key = json.dumps(comparable, sort_keys=True, default=str)
+        groups.setdefault(key, (comparable, []))[1].append(run)
+    ordered = sorted(groups.values(), key=lambda group: -len(group[1]))
+    names = sorted({name for comparable, _ in ordered for name in comparable})
+    differing = [name for name in names if len({repr(c.get(name)) for c, _ in ordered}) > 1]
+    keyed = [
+        ({**members[0].group_key(), **{n: comparable.get(n) for n in differing}}, members)
+        for comparable, members in ordered
+    ]
+    notes = []
+    first = ordered[0][0] if ordered else {}
+    for comparable, members in ordered[1:]:
+        differs = ", ".join(
+            f"{name} {comparable.get(name)} vs {first.get(name)}"
+            for name in differing
+            if comparable.get(name) != first.get(name)
+        )
+        notes.append(
+            f"{len(members)} run(s) ({', '.join(r.label for r in members)}) are not "
+            f"put beside the first group: {differs}"
+        )
+    return keyed, notes
+
+
+def interval(values: list[float | None]) -> tuple[float | None, float | None, float | None, int]:
+    """(median, low, high, n used) with a 95% t-interval of the mean; from 5 values on the
+    fastest and slowest are dropped first (as MLPerf does). One value: no interval."""
+    present = sorted(v for v in values if v is not None)
+    if len(present) >= 5:
+        present = present[1:-1]
+    if not present:
+        return None, None, None, 0
+    middle = statistics.median(present)
+    if len(present) < 2:
+        return middle, None, None, len(present)
+    mean, spread = statistics.mean(present), statistics.stdev(present) / math.sqrt(len(present))
+    t = T95[len(present) - 2] if len(present) - 1 <= len(T95) else 1.96
+    # Throughputs and times are positive: a wide interval is cut at 0, not shown below it.
+    return middle, max(0.0, mean - t * spread), mean + t * spread, len(present)
+
+
+def rows_for(runs: list[RecordedRun], target: float | None = None) -> list[Row]:
+    """One row per framework x strategy x world size x layout (1-worker baseline first within
+    each framework); repeats are folded into medians. `target`: the accuracy for `target_s`.
+    Where one framework x strategy x world ran in several layouts, the strategy names it."""
+    cells: dict[tuple[str, str, int, str], list[RecordedRun]] = {}
+    for run in runs:
+        start = run.start
+        strategy = start.strategy + (f" ({run.row_variant()})" if run.row_variant() else "")
+        cells.setdefault((start.framework, strategy, start.world_size, run.layout), []).append(run)
+    shared = {cell[:3] for cell in cells if sum(other[:3] == cell[:3] for other in cells) > 1}
+    rows = []
+    for (framework, strategy, world, layout), members in sorted(
+        cells.items(), key=lambda item: (item[0][0], item[0][2], item[0][1], item[0][3])
+    ):
+        summaries = [run.summary(target) for run in members]
+        if (framework, strategy, world) in shared:
+            strategy = f"{strategy} [{layout}]"
+        epoch_s, epoch_low, epoch_high, _ = interval([s.epoch_s for s in summaries])
+        samples_s, samples_low, samples_high, _ = interval([s.samples_s for s in summaries])
+        rows.append(
+            Row(
+                framework=framework,
+                strategy=strategy,
+                world=world,
+                layout=layout,
+                runs=len(members),
+                folders=[str(Path(run.path).parent) for run in members],
+                epoch_s=epoch_s,
+                epoch_s_low=epoch_low,
+                epoch_s_high=epoch_high,
+                samples_s=samples_s,
+                samples_s_low=samples_low,
+                samples_s_high=samples_high,
+                eval_s=median_of(s.eval_s for s in summaries),
+                mfu=median_of(s.mfu for s in summaries),
+                warmup_s=median_of(s.warmup_s for s in summaries),
+                peak_mib=median_of(s.peak_mib for s in summaries),
+                above_mib=median_of(s.above_mib for s in summaries),
+                state_mib=median_of(s.state_mib for s in summaries),
+                final_acc=median_of(s.final_acc for s in summaries),
+                best_acc=median_of(s.best_acc for s in summaries),
+                target_s=median_of(s.target_s for s in summaries),
+                peak_counts=summaries[0].peak_counts,
+                first_epoch_only=any(s.first_epoch_only for s in summaries),
+                status=",".join(sorted({s.status for s in summaries})),
+            )
+        )
+    add_efficiency(rows)
+    return rows
+
+
+def add_efficiency(rows: list[Row]) -> None:
+    """Scaling efficiency S_N / (N * S_1) against the same framework's 1-worker row (the same
+    strategy if it ran on one worker, else that framework's other 1-worker run). With a global
+    batch this is strong scaling; with a per-rank batch, weak scaling."""
+    for row in rows:
+        ones = [r for r in rows if r.framework == row.framework and r.world == 1]
+        same = [r for r in ones if r.strategy == row.strategy]
+        base = (same or ones or [None])[0]
+        if base is not None and base.samples_s and row.samples_s:
+            row.efficiency = row.samples_s / (row.world * base.samples_s)
+            row.baseline = f"{base.strategy} x1"
