@@ -1,20 +1,21 @@
 """Submit a benchmark matrix to SLURM and write a manifest that compare.py reads.
 
     python slurm/sweep.py --config configs/mlp_adam.yaml [--frameworks torch,tf]
-        [--strategies ddp,fsdp2] [--tasks 1,2,4,8] [--repeats 1] [--tasks-per-node N]
+        [--strategies ddp,fsdp2,mwms] [--tasks 1,2,4,8] [--repeats 1] [--tasks-per-node N]
         [--gpus-per-task 1] [--nodes N] [--exclusive] [--parallel] [--dry-run] [--wait]
         [--sizes 0.1M,10M,100M,1B] [--set k=v ...] [-- extra sbatch options]
 
 Every cell (framework x strategy x task count x model size x repeat) is one `sbatch
-slurm/run_slurm.sh` job; strategies apply to torch, TensorFlow has one (mwms). The jobs run one
-after another (each depends on the one before, `--dependency=afterany`), so that no two cells
-share cores or links and skew each other's figures; --parallel lets SLURM run them together, and
---exclusive gives each job whole nodes. --nodes spreads every cell over N nodes (its tasks must
-divide evenly); the layout is part of what compare.py compares. With --dry-run the commands are
-printed and nothing is submitted. The manifest, `<results>/sweeps/<sweep>.json`, lists every
-cell with its job id and result folder, so `compare.py <manifest>` finds every run of the sweep,
-finished or failed (a cell whose folder has no metrics is reported as missing). --wait follows
-the jobs with `scontrol show job` until all have ended and records their states."""
+slurm/run_slurm.sh` job; each framework runs the listed strategies it has (TensorFlow: mwms).
+The jobs run one after another (each depends on the one before, `--dependency=afterany`), so
+that no two cells share cores or links and skew each other's figures; --parallel lets SLURM
+run them together, and --exclusive gives each job whole nodes. --nodes spreads every cell over
+N nodes (its tasks must divide evenly); the layout is part of what compare.py compares. With
+--dry-run the commands are printed and nothing is submitted. The manifest,
+`<results>/sweeps/<sweep>.json`, lists every cell with its job id and result folder, so
+`compare.py <manifest>` finds every run of the sweep, finished or failed (a cell whose folder
+has no metrics is reported as missing). --wait follows the jobs with `scontrol show job` until
+all have ended and records their states."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # run as a script: common/ is beside slurm/
 
+from common.core import strategies  # noqa: E402
 from common.models import sizes  # noqa: E402
 
 ENDED = {
@@ -54,14 +56,14 @@ def cells(args) -> list[dict]:
     """The matrix; `size` is "" without --sizes (the config's own model)."""
     matrix = []
     for framework in _list(args.frameworks):
-        strategies = _list(args.strategies) if framework == "torch" else ["mwms"]
+        own = strategies.of(framework)
         for strategy, tasks, size, repeat in itertools.product(
-            strategies,
+            [name for name in _list(args.strategies) if name in own],
             [int(t) for t in _list(args.tasks)],
             _list(args.sizes) or [""],
             range(1, args.repeats + 1),
         ):
-            if framework == "torch" and strategy == "single" and tasks != 1:
+            if own[strategy].processes == "one" and tasks != 1:
                 continue
             matrix.append(
                 {
@@ -100,8 +102,7 @@ def sbatch_command(args, sweep: str, cell: dict, after: str = "") -> list[str]:
         command.append(f"--gpus-per-task={args.gpus_per_task}")
     command += args.sbatch
     command += ["slurm/run_slurm.sh", cell["framework"], args.config]
-    if cell["framework"] == "torch":
-        command += ["--set", f"torch.strategy={cell['strategy']}"]
+    command += ["--set", f"{cell['framework']}.strategy={cell['strategy']}"]
     for override in sizes.size_overrides(cell["size"]) if cell["size"] else []:
         command += ["--set", override]
     for override in args.set:
@@ -132,7 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--config", required=True)
     parser.add_argument("--frameworks", default="torch,tf")
-    parser.add_argument("--strategies", default="ddp,fsdp2", help="torch strategies")
+    parser.add_argument(
+        "--strategies",
+        default="ddp,fsdp2,mwms",
+        help="strategies of any framework (common.core.strategies); each framework runs those "
+        "it has",
+    )
     parser.add_argument("--tasks", default="1,2,4,8", help="task (rank) counts")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument(

@@ -9,6 +9,7 @@ import numpy as np
 
 from common.core import clocks, precision
 from common.core.memory import MemoryUse
+from common.core.strategies import ParallelDims
 from common.launch import environment
 
 
@@ -17,6 +18,7 @@ class NumpyTrainer:
     train_clock = "numpy steps"
     device_type = device_name = "cpu"
     steps_per_epoch, global_batch = 4, 16
+    dims = ParallelDims(replicate=1, shard=1)
 
     def __init__(self, fail_at_step=None, preempt_at_step=None, failure=None):
         self.spec = environment.from_environment({})

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from common.core import devices
 from common.core.config import Config
+from common.core.strategies import ParallelDims
 from common.data import mnist as common_data
 from common.data.shard import plans_for
 from tf_impl.dist import DistInfo
@@ -29,7 +30,7 @@ def _nhwc(images: np.ndarray) -> np.ndarray:
 
 
 class TfData:
-    def __init__(self, cfg: Config, info: DistInfo):
+    def __init__(self, cfg: Config, info: DistInfo, dims: ParallelDims):
         mnist = common_data.load_limited(cfg.data)
         train_images, train_labels = mnist.train_images, mnist.train_labels
         test_images, test_labels = mnist.test_images, mnist.test_labels
@@ -37,7 +38,13 @@ class TfData:
         self.pipeline = cfg.data.pipeline
         self.loader_workers = cfg.data.loader_workers
         self.plan, eval_plan = plans_for(
-            cfg, len(train_labels), len(test_labels), info.world_size, info.rank
+            num_train=len(train_labels),
+            num_test=len(test_labels),
+            global_batch=cfg.train.global_batch_size(dims.dp_size),
+            eval_batch=cfg.train.eval_batch_size,
+            seed=cfg.train.seed,
+            dp_size=dims.dp_size,
+            dp_rank=dims.dp_rank(info.rank),
         )
         eval_indices, eval_weights = eval_plan.rank_indices()
         self.eval_images = tf.constant(_nhwc(test_images[eval_indices.reshape(-1)]))
@@ -108,7 +115,7 @@ class TfData:
             yield self.eval_images[window], self.eval_labels[window], self.eval_weights[window]
 
 
-def build_dataset(cfg: Config, info: DistInfo) -> TfData:
+def build_dataset(cfg: Config, info: DistInfo, dims: ParallelDims) -> TfData:
     """This rank's data; train.eval_batch_size=0 takes the device's choice (the training
     program resolves it first, so that its records name it)."""
-    return TfData(devices.resolve_eval_batch(cfg, "tf", info.device_type), info)
+    return TfData(devices.resolve_eval_batch(cfg, "tf", info.device_type), info, dims)

@@ -16,7 +16,7 @@ import time
 
 import tensorflow as tf
 
-from common.core import config_io
+from common.core import config_io, strategies
 from common.launch import environment
 from common.tools import preflight
 from tf_impl import dist
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         visible_gpus=len(tf.config.list_physical_devices("GPU")),
         tf32={"tensor_float_32_execution": enabled},
         precisions=precisions(info.device_type),
-        strategies=["mwms"],
+        strategies=strategies.runnable("tf", info.world_size),
         all_reduce_seconds=lambda size, repetitions: all_reduce_seconds(size, repetitions, info),
         all_reduce_sum=lambda values: dist.all_reduce_sum(values, info),
     )

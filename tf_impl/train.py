@@ -126,7 +126,6 @@ class TfTrainer(TrainerBase):
 
     framework = "tf"
     framework_version = tf.__version__
-    strategy = "mwms"
     dist, memory, checkpoint, gemm = dist, memory, checkpoint, gemm  # for TrainerBase
 
     def __init__(self, cfg: Config, info: dist.DistInfo):
@@ -159,11 +158,13 @@ class TfTrainer(TrainerBase):
             **described,
             "tf32_settings": {"tensor_float_32_execution": enabled},
             "how": f"Keras policy {POLICY[self.cfg.tf.mixed_precision]}",
+            "gradient_sync": self.parallel.gradient_sync,
         }
 
     def build(self) -> None:
         cfg, info = self.cfg, self.info
-        self.data = build_dataset(cfg, info)  # held here: its iterators must outlive the loop
+        # Held here: its iterators must outlive the loop.
+        self.data = build_dataset(cfg, info, self.dims)
         keras.mixed_precision.set_global_policy(POLICY[cfg.tf.mixed_precision])
         self.take_memory_baseline()
         with info.strategy.scope():

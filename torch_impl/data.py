@@ -18,6 +18,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from common.core import devices
 from common.core.config import Config
+from common.core.strategies import ParallelDims
 from common.data import mnist as common_data
 from common.data.shard import TrainPlan, plans_for
 from torch_impl.dist import DistInfo
@@ -57,14 +58,20 @@ class PlanBatchSampler(Sampler[list[int]]):
 
 
 class TorchData:
-    def __init__(self, cfg: Config, info: DistInfo):
+    def __init__(self, cfg: Config, info: DistInfo, dims: ParallelDims):
         mnist = common_data.load_limited(cfg.data)
         train_images, train_labels = mnist.train_images, mnist.train_labels
         test_images, test_labels = mnist.test_images, mnist.test_labels
         self.device = info.device
         self.pipeline = cfg.data.pipeline
         self.plan, eval_plan = plans_for(
-            cfg, len(train_labels), len(test_labels), info.world_size, info.rank
+            num_train=len(train_labels),
+            num_test=len(test_labels),
+            global_batch=cfg.train.global_batch_size(dims.dp_size),
+            eval_batch=cfg.train.eval_batch_size,
+            seed=cfg.train.seed,
+            dp_size=dims.dp_size,
+            dp_rank=dims.dp_rank(info.rank),
         )
         self.eval_indices, self.eval_weights = eval_plan.rank_indices()
         self.test_images = self._to_device(common_data.normalize(test_images))
@@ -112,7 +119,7 @@ class TorchData:
             yield self.test_images[step_indices], self.test_labels[step_indices], step_weights
 
 
-def build_dataset(cfg: Config, info: DistInfo) -> TorchData:
+def build_dataset(cfg: Config, info: DistInfo, dims: ParallelDims) -> TorchData:
     """This rank's data; train.eval_batch_size=0 takes the device's choice (the training
     program resolves it first, so that its records name it)."""
-    return TorchData(devices.resolve_eval_batch(cfg, "torch", info.device_type), info)
+    return TorchData(devices.resolve_eval_batch(cfg, "torch", info.device_type), info, dims)

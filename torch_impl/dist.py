@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.distributed as torch_dist
 
-from common.core import devices
+from common.core import devices, strategies
 from common.core.config import Config
 from common.launch import cluster
 from torch_impl import nccl
@@ -72,7 +72,7 @@ def setup_distributed(cfg: Config, spec: cluster.ClusterSpec) -> DistInfo:
         "device_name": torch.cuda.get_device_name(device) if on_gpu else "cpu",
         "threads": threads,
     }
-    if cfg.torch.strategy == "single":
+    if strategies.get("torch", cfg.torch.strategy).processes == "one":
         return DistInfo(spec, device, **described, backend=None)
     backend = torch_dist.get_default_backend_for_device(device)
     if backend == "nccl":  # read by ProcessGroupNCCL when init_process_group creates it

@@ -8,6 +8,7 @@ import torch
 
 from common.core import optim as common_optim
 from common.core.config import OptimConfig
+from common.core.strategies import Strategy
 
 # torch 2.13 has `fused` for Adam and SGD (CPU and CUDA; their docs), not for Adadelta
 # (inspect.signature in the venv); DTensor, which fsdp2's parameters are, has sharding rules for
@@ -15,7 +16,7 @@ from common.core.config import OptimConfig
 FUSED = ("adam", "sgd")
 
 
-def implementation(name: str, requested: str, *, loss_scaling: bool, strategy: str) -> str:
+def implementation(name: str, requested: str, *, loss_scaling: bool, strategy: Strategy) -> str:
     """The update implementation torch runs: foreach, fused, or default (no flag: torch picks
     for-loop on the CPU, foreach on CUDA); auto is foreach. Measured here (CNN, Adam, batch 64,
     CPU, one process, medians of 10 interleaved passes of 50 steps): foreach 1.033x and fused
@@ -28,10 +29,10 @@ def implementation(name: str, requested: str, *, loss_scaling: bool, strategy: s
             raise ValueError(
                 f"torch.optimizer_impl=fused: torch has no fused {name}; use foreach or auto"
             )
-        if name == "sgd" and strategy == "fsdp2":
+        if name == "sgd" and strategy.parameters == "dtensor":
             raise ValueError(
-                "torch.optimizer_impl=fused: fsdp2's DTensor parameters have no fused SGD in "
-                f"torch {torch.__version__.split('+')[0]}; use foreach or auto"
+                f"torch.optimizer_impl=fused: {strategy.name}'s DTensor parameters have no fused "
+                f"SGD in torch {torch.__version__.split('+')[0]}; use foreach or auto"
             )
         if loss_scaling:
             raise ValueError(

@@ -1,4 +1,5 @@
-"""Build the model for `torch.strategy`: single, ddp, fsdp2 (fully_shard) or fsdp1.
+"""Build the model for `torch.strategy`: one function per strategy of `common.core.strategies`
+(single, ddp, fsdp2: fully_shard, fsdp1: FSDP, hsdp: fully_shard on a replicas x shards mesh).
 
 fsdp2 shards the model while it is still on the meta device and then materializes only each
 rank's shards, so no rank ever holds the whole model; the others materialize it whole first
@@ -13,9 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import (
     CPUOffload as Fsdp1CPUOffload,
 )
@@ -35,11 +39,13 @@ from torch.distributed.fsdp.wrap import lambda_auto_wrap_policy
 from torch.distributed.tensor import DTensor, distribute_tensor
 from torch.nn.parallel import DistributedDataParallel
 
+from common.core import strategies
 from common.core.config import Config
+from common.core.strategies import ParallelDims
+from common.launch.cluster import ClusterSpec
 from common.models import weights
 from common.models.config import ModelConfig
 from torch_impl.model import (
-    MnistNet,
     build_model,
     keep_gradient_strides,
     load_initial_weights,
@@ -48,51 +54,33 @@ from torch_impl.model import (
 from torch_impl.optim import implementation
 from torch_impl.precision import DTYPES
 
-FSDP = ("fsdp1", "fsdp2")
-
 
 def resolve_strategy(cfg: Config, world_size: int) -> Config:
     """torch.strategy=auto (the default) becomes single for one process and ddp for more, so
     that the run, its folder name and its records say what ran."""
-    if cfg.torch.strategy != "auto":
+    strategy = strategies.resolve("torch", cfg.torch.strategy, world_size)
+    if strategy == cfg.torch.strategy:
         return cfg
-    strategy = "single" if world_size == 1 else "ddp"
     return dataclasses.replace(cfg, torch=dataclasses.replace(cfg.torch, strategy=strategy))
 
 
-def check_options(cfg: Config, world_size: int, cuda: bool) -> None:
-    """Raise ValueError for torch options that do not combine, naming the fix."""
+def check_options(cfg: Config, spec: ClusterSpec, cuda: bool) -> None:
+    """Raise ValueError for torch options that do not combine, naming the fix: what the
+    strategy refuses (`common.core.strategies`), its mesh on this world, the optimizer's
+    update kernels, and pinned memory without CUDA."""
     options = cfg.torch
-    if options.strategy == "single" and world_size != 1:
-        raise ValueError(
-            f"torch.strategy=single runs one process, but {world_size} were launched; "
-            "use ddp, fsdp2 or fsdp1, or launch one process"
-        )
-    if options.strategy not in FSDP:
-        for key, value, default in (
-            ("sharding", options.sharding, "full_shard"),
-            ("cpu_offload", options.cpu_offload, False),
-        ):
-            if value != default:
-                raise ValueError(
-                    f"torch.{key}={value} is an FSDP option; with torch.strategy="
-                    f"{options.strategy} leave it at {default} or use fsdp2/fsdp1"
-                )
+    name = strategies.resolve("torch", options.strategy, spec.world_size)
+    strategy = strategies.get("torch", name)
+    reasons = strategies.refusals(strategy, cfg, spec.world_size)
+    if reasons:
+        raise ValueError("; ".join(reasons))
+    strategy.dims(spec.world_size, spec.local_world_size, cfg)
     implementation(
         cfg.optim.name,
         options.optimizer_impl,
         loss_scaling=options.mixed_precision == "fp16",
-        strategy=options.strategy,
+        strategy=strategy,
     )
-    if options.compile and options.strategy == "fsdp1":
-        raise ValueError(
-            "torch.compile=true is offered for single, ddp and fsdp2 (FSDP1 compiled is not "
-            "tested here): use torch.strategy=fsdp2"
-        )
-    if options.strategy == "fsdp2" and options.sharding == "no_shard":
-        raise ValueError(
-            "torch.sharding=no_shard does not exist in fsdp2 (fully_shard); use torch.strategy=ddp"
-        )
     if options.cpu_offload and options.pin_memory and not cuda:
         raise ValueError(
             "torch.cpu_offload with torch.pin_memory=true needs CUDA (pinned host memory); "
@@ -123,9 +111,24 @@ def _shard_of(param: torch.Tensor, full: torch.Tensor) -> torch.Tensor:
     )
 
 
-def _fsdp2(cfg: Config, device: torch.device) -> nn.Module:
+def _single(cfg: Config, device: torch.device, dims: ParallelDims) -> nn.Module:
+    return build_model(cfg.model, cfg.train.seed, device)
+
+
+def _ddp(cfg: Config, device: torch.device, dims: ParallelDims) -> nn.Module:
+    model = build_model(cfg.model, cfg.train.seed, device)
+    keep_gradient_strides(model)
+    device_ids = [device.index] if device.type == "cuda" else None
+    return DistributedDataParallel(model, device_ids=device_ids)
+
+
+def _fully_sharded(cfg: Config, device: torch.device, mesh: DeviceMesh | None) -> nn.Module:
+    """fully_shard per unit, then the root, over `mesh` (None: every rank, 1-D)."""
     options = cfg.torch
-    kwargs = {"reshard_after_forward": options.sharding == "full_shard"}
+    kwargs: dict[str, Any] = {
+        "mesh": mesh,
+        "reshard_after_forward": options.sharding == "full_shard",
+    }
     if options.mixed_precision != "none":
         kwargs["mp_policy"] = MixedPrecisionPolicy(
             param_dtype=DTYPES[options.mixed_precision], reduce_dtype=torch.float32
@@ -134,7 +137,7 @@ def _fsdp2(cfg: Config, device: torch.device) -> nn.Module:
         kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=options.pin_memory)
     model = meta_model(cfg.model)
     for name in wrap_units(cfg.model, options.wrap, options.auto_wrap_min_params):
-        fully_shard(getattr(model, name), **kwargs)
+        fully_shard(model.get_submodule(name), **kwargs)
     fully_shard(model, **kwargs)
     # Only now does storage exist, and only for this rank's shards (FSDP2's meta-device
     # initialization: fully_shard, then to_empty, then fill the parameters).
@@ -143,10 +146,24 @@ def _fsdp2(cfg: Config, device: torch.device) -> nn.Module:
     return model
 
 
-def _fsdp1(model: MnistNet, cfg: Config, device: torch.device) -> nn.Module:
+def _fsdp2(cfg: Config, device: torch.device, dims: ParallelDims) -> nn.Module:
+    return _fully_sharded(cfg, device, mesh=None)
+
+
+def _hsdp(cfg: Config, device: torch.device, dims: ParallelDims) -> nn.Module:
+    """A 2-D mesh, replicas x shards: fully_shard shards over its inner dimension and
+    replicates over the outer one (placements Replicate(), Shard(0))."""
+    mesh = init_device_mesh(
+        device.type, (dims.replicate, dims.shard), mesh_dim_names=("replicate", "shard")
+    )
+    return _fully_sharded(cfg, device, mesh)
+
+
+def _fsdp1(cfg: Config, device: torch.device, dims: ParallelDims) -> nn.Module:
     options = cfg.torch
+    model = build_model(cfg.model, cfg.train.seed)  # FSDP1 moves each unit as it flattens it
     names = wrap_units(cfg.model, options.wrap, options.auto_wrap_min_params)
-    units = {getattr(model, name) for name in names}
+    units = {model.get_submodule(name) for name in names}
     mixed = None
     if options.mixed_precision != "none":
         dtype = DTYPES[options.mixed_precision]
@@ -164,24 +181,20 @@ def _fsdp1(model: MnistNet, cfg: Config, device: torch.device) -> nn.Module:
     )
 
 
-def build_parallel(cfg: Config, device: torch.device) -> nn.Module:
+# One function per strategy of `common.core.strategies` (a test keeps the names equal).
+APPLY: dict[str, Callable[[Config, torch.device, ParallelDims], nn.Module]] = {
+    "single": _single,
+    "ddp": _ddp,
+    "fsdp2": _fsdp2,
+    "fsdp1": _fsdp1,
+    "hsdp": _hsdp,
+}
+
+
+def build_parallel(cfg: Config, device: torch.device, dims: ParallelDims) -> nn.Module:
     """The model with the shared initial weights, on `device`, wrapped as `cfg.torch.strategy`
-    says."""
-    model = _wrapped(cfg, device)
+    says on the mesh `dims`."""
+    model = APPLY[cfg.torch.strategy](cfg, device, dims)
     if cfg.torch.compile:  # in place: the module and its parameter names stay the same
         model.compile()
-    return model
-
-
-def _wrapped(cfg: Config, device: torch.device) -> nn.Module:
-    strategy = cfg.torch.strategy
-    if strategy == "fsdp2":
-        return _fsdp2(cfg, device)
-    if strategy == "fsdp1":  # FSDP1 moves each unit to device_id as it flattens it
-        return _fsdp1(build_model(cfg.model, cfg.train.seed), cfg, device)
-    model = build_model(cfg.model, cfg.train.seed, device)
-    if strategy == "ddp":
-        device_ids = [device.index] if device.type == "cuda" else None
-        keep_gradient_strides(model)
-        return DistributedDataParallel(model, device_ids=device_ids)
     return model

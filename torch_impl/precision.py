@@ -1,19 +1,22 @@
 """Mixed precision on every torch strategy, loss scaling under fp16, and TF32.
 
-What each strategy does with `torch.mixed_precision` (the meanings `common.core.precision.numerics`
-records):
-  single, ddp  `torch.autocast` around the forward: fp32 parameters, low-precision compute,
-               fp32 gradients (DDP reduces those).
-  fsdp2        `MixedPrecisionPolicy(param_dtype=low, reduce_dtype=fp32)` (torch_impl.parallel):
-               fp32 sharded parameters, gathered in the low precision, gradients reduced in fp32.
-  fsdp1        `MixedPrecision(param_dtype=low, reduce_dtype=fp32, buffer_dtype=low)`.
+What a strategy does with `torch.mixed_precision` follows from its registry entry
+(`common.core.strategies`; `common.core.precision.numerics` records the meaning):
+  precision_by autocast   `torch.autocast` around the forward: fp32 parameters, low-precision
+                          compute, fp32 gradients (DDP reduces those). single, ddp.
+  precision_by wrapper    the wrapper's policy (torch_impl.parallel): fully_shard's
+                          `MixedPrecisionPolicy(param_dtype=low, reduce_dtype=fp32)`, FSDP1's
+                          `MixedPrecision(..., buffer_dtype=low)`: fp32 sharded parameters,
+                          gathered in the low precision, gradients reduced in fp32.
 fp16 adds dynamic loss scaling, and every rank must skip the same steps:
-  single, ddp  `torch.amp.GradScaler`: DDP's gradients are already all-reduced when the scaler
-               looks for inf/NaN, so every rank sees the same.
-  fsdp2        `torch.amp.GradScaler` as well: its unscale of DTensor gradients all-reduces the
-               found-inf flag over the mesh (pytorch PR 132816; torchtitan docs/fsdp.md).
-  fsdp1        `ShardedGradScaler`, which all-reduces found-inf over the process group itself
-               (torch/distributed/fsdp/sharded_grad_scaler.py, `_unscale_grads_` + `unscale_`).
+  plain parameters        `torch.amp.GradScaler`: DDP's gradients are already all-reduced when
+                          the scaler looks for inf/NaN, so every rank sees the same.
+  DTensor parameters      `torch.amp.GradScaler` as well: its unscale of DTensor gradients
+                          all-reduces the found-inf flag over the mesh (pytorch PR 132816;
+                          torchtitan docs/fsdp.md). fsdp2, hsdp.
+  flat parameters         `ShardedGradScaler`, which all-reduces found-inf over the process
+                          group itself (torch/distributed/fsdp/sharded_grad_scaler.py,
+                          `_unscale_grads_` + `unscale_`). fsdp1.
 The scaler's state is part of the checkpoint (one file per rank), so a resumed run goes on
 with the scale it had.
 """
@@ -30,6 +33,7 @@ from torch.distributed.tensor import DTensor
 
 from common.core import precision
 from common.core.config import Config
+from common.core.strategies import Strategy
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -64,19 +68,20 @@ def _overflow_own_shard(optimizer: torch.optim.Optimizer) -> None:
 class Amp:
     """Autocast and the gradient scaler of one run, and its count of skipped steps."""
 
-    def __init__(self, cfg: Config, strategy: str, device: torch.device, rank: int):
+    def __init__(self, cfg: Config, strategy: Strategy, device: torch.device, rank: int):
         self.device_type = device.type
         self.dtype = DTYPES.get(cfg.torch.mixed_precision)
-        self.autocast = self.dtype is not None and strategy in ("single", "ddp")
+        self.autocast = self.dtype is not None and strategy.precision_by == "autocast"
         self.scaler: torch.amp.GradScaler | None = None
         if cfg.torch.mixed_precision == "fp16":
-            kind = ShardedGradScaler if strategy == "fsdp1" else torch.amp.GradScaler
+            flat = strategy.parameters == "flat"
+            kind = ShardedGradScaler if flat else torch.amp.GradScaler
             self.scaler = kind(
                 device.type,
                 init_scale=precision.LOSS_SCALE_INIT,
                 growth_interval=precision.LOSS_SCALE_GROWTH_INTERVAL,
             )
-        self.sharded = strategy in ("fsdp1", "fsdp2")
+        self.sharded = strategy.shards
         self.overflow_at = precision.forced_overflow_steps(rank)
         if self.overflow_at and self.scaler is None:
             raise ValueError(

@@ -16,7 +16,7 @@ import time
 import torch
 import torch.distributed as torch_dist
 
-from common.core import config_io
+from common.core import config_io, strategies
 from common.launch import environment
 from common.tools import preflight
 from torch_impl import dist
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         visible_gpus=torch.cuda.device_count() if torch.cuda.is_available() else 0,
         tf32=apply_tf32(cfg.dist.tf32),
         precisions=precisions(info.device),
-        strategies=["single"] if info.world_size == 1 else ["ddp", "fsdp2", "fsdp1"],
+        strategies=strategies.runnable("torch", info.world_size),
         all_reduce_seconds=lambda size, repetitions: all_reduce_seconds(size, repetitions, info),
         all_reduce_sum=lambda values: dist.all_reduce_sum(values, info),
     )

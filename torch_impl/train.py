@@ -63,11 +63,11 @@ class CudaEventStepClock:
 
 
 PRECISION = {"none": "fp32", "bf16": "bf16", "fp16": "fp16"}
+# What casts the compute, by the strategy's registry entry (precision_by, parameters).
 HOW = {
-    "single": "torch.autocast",
-    "ddp": "torch.autocast",
-    "fsdp2": "fully_shard MixedPrecisionPolicy",
-    "fsdp1": "FSDP MixedPrecision",
+    ("autocast", "plain"): "torch.autocast",
+    ("wrapper", "dtensor"): "fully_shard MixedPrecisionPolicy",
+    ("wrapper", "flat"): "FSDP MixedPrecision",
 }
 
 
@@ -108,9 +108,8 @@ class TorchTrainer(TrainerBase):
 
     def __init__(self, cfg: Config, info: dist.DistInfo):
         super().__init__(cfg, info)
-        self.strategy = cfg.torch.strategy
         self.precision = PRECISION[cfg.torch.mixed_precision]
-        self.amp = Amp(cfg, self.strategy, info.device, info.rank)
+        self.amp = Amp(cfg, self.parallel, info.device, info.rank)
         self.on_cuda = info.device.type == "cuda"
         clock = CudaEventStepClock if self.on_cuda else HostStepClock
         self.train_clock = f"{TRAIN_CLOCK}; {clock.description}"
@@ -119,7 +118,7 @@ class TorchTrainer(TrainerBase):
             cfg.optim.name,
             cfg.torch.optimizer_impl,
             loss_scaling=cfg.torch.mixed_precision == "fp16",
-            strategy=self.strategy,
+            strategy=self.parallel,
         )
 
     def numerics(self) -> dict:
@@ -132,16 +131,18 @@ class TorchTrainer(TrainerBase):
         return {
             **described,
             "tf32_settings": self.tf32,
-            "how": HOW[self.strategy],
+            "how": HOW[(self.parallel.precision_by, self.parallel.parameters)],
+            "gradient_sync": self.parallel.gradient_sync,
+            "mesh": {"replicate": self.dims.replicate, "shard": self.dims.shard},
             "optimizer_impl": self.optimizer_impl,
         }
 
     def build(self) -> None:
         cfg, info = self.cfg, self.info
-        self.data = build_dataset(cfg, info)
+        self.data = build_dataset(cfg, info, self.dims)
         self.take_memory_baseline()
         torch.manual_seed(cfg.train.seed * 1_000_003 + info.rank)  # dropout masks, per rank
-        self.model = build_parallel(cfg, info.device)
+        self.model = build_parallel(cfg, info.device, self.dims)
         self.optimizer = build_optimizer(cfg.optim, self.model.parameters(), self.optimizer_impl)
         self.amp.watch(self.optimizer)
 
@@ -153,7 +154,7 @@ class TorchTrainer(TrainerBase):
         images, labels = batch
         # The rank's mean over its batch; the ranks' shares of the global mean add up to it.
         loss = train_step(self.model, self.optimizer, images, labels, self.amp)
-        return loss / self.info.world_size
+        return loss / self.dims.dp_size
 
     def evaluate(self) -> tuple[float, float]:
         return evaluate(self.model, self.data, self.info, self.amp)
@@ -162,7 +163,7 @@ class TorchTrainer(TrainerBase):
         return self.amp.loss_scaling()
 
     def replica_digest(self) -> float | None:
-        if self.strategy in ("fsdp1", "fsdp2"):  # each rank holds its own shard
+        if self.parallel.shards:  # each rank holds its own shard
             return None
         with torch.no_grad():  # integer sums of the bit patterns: exact, in any order
             total = sum(
@@ -196,7 +197,7 @@ def prepare(cfg: Config, spec: ClusterSpec) -> Config:
     group exists."""
     cfg = resolve_strategy(cfg, spec.world_size)
     on_gpu = dist.pick_device(cfg, spec).type == "cuda"
-    check_options(cfg, spec.world_size, cuda=on_gpu)
+    check_options(cfg, spec, cuda=on_gpu)
     return cfg
 
 

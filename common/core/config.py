@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from common.core import strategies
 from common.data.config import DataConfig
 from common.models.config import ModelConfig
 
@@ -167,11 +168,16 @@ class OutputConfig:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TorchConfig:
-    strategy: Literal["auto", "single", "ddp", "fsdp2", "fsdp1"] = "auto"
-    """auto: single for one process, ddp for more; single: one process, no wrapper (the
-    baseline); ddp; fsdp2 (fully_shard); fsdp1 (FSDP)."""
+    strategy: str = strategies.AUTO
+    """auto: single for one process, ddp for more; or one of `common.core.strategies`: single
+    (one process, no wrapper: the baseline), ddp, fsdp2 (fully_shard), fsdp1 (FSDP), hsdp
+    (fully_shard on a replicate x shard mesh)."""
     sharding: Literal["full_shard", "shard_grad_op", "no_shard"] = "full_shard"
-    """FSDP sharding: fsdp2 maps full_shard/shard_grad_op to reshard_after_forward=True/False."""
+    """FSDP sharding: fsdp2 and hsdp map full_shard/shard_grad_op to reshard_after_forward=
+    True/False."""
+    hsdp_shard_size: int = 0
+    """hsdp: ranks per shard group (the parameters are sharded within a group and replicated
+    across groups); 0: the ranks of one node."""
     wrap: Literal["layer", "size"] = "layer"
     """FSDP units, the same for fsdp2 and fsdp1 (`torch_impl.parallel.wrap_units`). layer:
     every conv/dense layer is a unit, so at most one layer is ever gathered whole and the peak
@@ -201,10 +207,15 @@ class TorchConfig:
 
     def __post_init__(self) -> None:
         _require(self.auto_wrap_min_params >= 1, "torch.auto_wrap_min_params must be >= 1")
+        _require(self.hsdp_shard_size >= 0, "torch.hsdp_shard_size must be >= 0 (0: a node)")
+        if self.strategy != strategies.AUTO:
+            strategies.get("torch", self.strategy)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TfConfig:
+    strategy: str = "mwms"
+    """One of `common.core.strategies` for TensorFlow: mwms (MultiWorkerMirroredStrategy)."""
     communication: Literal["auto", "ring", "nccl"] = "auto"
     """CollectiveCommunication of MultiWorkerMirroredStrategy (nccl needs GPUs)."""
     mixed_precision: Literal["none", "bf16", "fp16"] = "none"
@@ -214,6 +225,9 @@ class TfConfig:
     """XLA-compile the forward and backward pass of every worker and the evaluation step
     (tf.function(jit_compile=True)); the gradient all-reduce and the optimizer update stay
     outside, where MultiWorkerMirroredStrategy's collectives run."""
+
+    def __post_init__(self) -> None:
+        strategies.get("tf", self.strategy)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -226,3 +240,13 @@ class Config:
     output: OutputConfig = field(default_factory=OutputConfig)
     torch: TorchConfig = field(default_factory=TorchConfig)
     tf: TfConfig = field(default_factory=TfConfig)
+
+    def __post_init__(self) -> None:
+        """What each framework's strategy refuses of the other sections, before anything
+        starts (what depends on the number of ranks is checked at launch)."""
+        for framework in ("torch", "tf"):
+            name = getattr(self, framework).strategy
+            if name != strategies.AUTO:
+                reasons = strategies.refusals(strategies.get(framework, name), self)
+                if reasons:
+                    raise ValueError("; ".join(reasons))

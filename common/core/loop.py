@@ -44,7 +44,7 @@ def train_epoch(
     clock = trainer.step_clock()
     paused = 0.0
     lr = learning_rate(cfg.optim, epoch, 0, steps, cfg.train.epochs)
-    world = trainer.spec.world_size
+    share = trainer.dims.dp_size  # the chief's loss is its share of the global mean
     trainer.barrier()
     trainer.synchronize()
     progress.start_epoch()
@@ -66,7 +66,7 @@ def train_epoch(
             epoch=epoch,
             step=step + 1,
             train_s=time.perf_counter() - start - paused,
-            loss=lambda loss=loss: float(loss) * world,  # the chief's own mean from its share
+            loss=lambda loss=loss: float(loss) * share,
         )
         clock.step_started()
     trainer.synchronize()

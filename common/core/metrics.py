@@ -128,6 +128,10 @@ def _build(kind: type, raw: dict[str, Any], where: str) -> Any:
                 raise MetricsError(f"{where}: field '{name}' is {value!r}, expected {expected}")
             raise MetricsError(f"{where}: field '{name}' must be {_describe(allowed)}, got {got}")
         _check_float(name, value, spec.metadata["diverges"], where)
+        choices = spec.metadata["choices"]
+        if choices and value not in choices:
+            expected = ", ".join(repr(choice) for choice in choices)
+            raise MetricsError(f"{where}: field '{name}' is {value!r}, expected one of {expected}")
         item = _item_type(tp)
         if dataclasses.is_dataclass(item) and value is not None:
             value = [_entry(item, entry, f"{where} {name}[{i}]") for i, entry in enumerate(value)]

@@ -20,17 +20,32 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field
 from typing import Any, ClassVar, Literal
 
+from common.core import strategies
+
 SCHEMA_VERSION = 1
 METRICS_FILENAME = "metrics.jsonl"
 Status = Literal["success", "failed", "aborted"]
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
 
 
-def doc(text: str, *, added: bool = False, nullable: bool = False, diverges: bool = False) -> Any:
+def doc(
+    text: str,
+    *,
+    added: bool = False,
+    nullable: bool = False,
+    diverges: bool = False,
+    choices: tuple[str, ...] = (),
+) -> Any:
     """A field with its meaning. `added`: absent from files written before it (read as None;
     when written, null only if `nullable`). `diverges`: NaN and infinity are valid values (a
-    diverged loss); every other float must be finite."""
-    meta = {"doc": text, "added": added, "nullable": nullable, "diverges": diverges}
+    diverged loss); every other float must be finite. `choices`: the values a string may take."""
+    meta = {
+        "doc": text,
+        "added": added,
+        "nullable": nullable,
+        "diverges": diverges,
+        "choices": choices,
+    }
     return field(default=None if added else MISSING, metadata=meta)
 
 
@@ -45,7 +60,9 @@ class RunStart:
     versions: dict[str, str] = doc(
         "versions of python, numpy and the framework's libraries (CUDA, NCCL, Keras ...)"
     )
-    strategy: str = doc("torch: single, ddp, fsdp2, fsdp1; tf: mwms")
+    strategy: str = doc(
+        "the strategy that ran (common.core.strategies)", choices=strategies.names()
+    )
     model: str = doc("the model's name (common.models)")
     dataset: str = doc("mnist, or synthetic (data.name)")
     precision: str = doc("fp32, bf16 or fp16")

@@ -53,6 +53,8 @@ def _property(spec: dataclasses.Field[Any], tp: Any) -> dict[str, Any]:
         names.remove("integer")
     found: dict[str, Any] = {"type": names[0] if len(names) == 1 else names}
     found["description"] = spec.metadata["doc"] + (DIVERGED if spec.metadata["diverges"] else "")
+    if spec.metadata["choices"]:
+        found["enum"] = list(spec.metadata["choices"])
     for part in parts:
         if typing.get_origin(part) is typing.Literal:
             found["enum"] = list(typing.get_args(part))

@@ -16,10 +16,11 @@ from typing import Any, Protocol, SupportsFloat
 
 import numpy as np
 
-from common.core import peak
+from common.core import peak, strategies
 from common.core.clocks import HostStepClock, StepClock
 from common.core.config import Config
 from common.core.memory import MemoryUse
+from common.core.strategies import ParallelDims
 from common.launch.cluster import ClusterSpec
 
 
@@ -31,6 +32,9 @@ class Trainer(Protocol):
     """"torch" or "tf", as the run_start record names it."""
     framework_version: str
     strategy: str
+    """The strategy's name (`common.core.strategies`)."""
+    dims: ParallelDims
+    """How the ranks divide the work; the global batch is split over `dims.dp_size` ranks."""
     precision: str
     train_clock: str
     """What `train_time_s` covers on this framework (written into every epoch record)."""
@@ -124,9 +128,15 @@ class TrainerBase:
     checkpoint: ModuleType
     gemm: ModuleType
 
+    framework: str
+
     def __init__(self, cfg: Config, info: Any):
         self.cfg, self.info, self.spec = cfg, info, info.spec
         self.device_type, self.device_name = info.device_type, info.device_name
+        section = getattr(cfg, self.framework)
+        self.parallel = strategies.get(self.framework, section.strategy)
+        self.strategy = self.parallel.name
+        self.dims = self.parallel.dims(self.spec.world_size, self.spec.local_world_size, cfg)
 
     @property
     def steps_per_epoch(self) -> int:

@@ -112,13 +112,22 @@ class EvalPlan:
         return indices, real.astype(np.float32)
 
 
-def plans_for(cfg, num_train: int, num_test: int, world_size: int, rank: int):
-    """(TrainPlan, EvalPlan) of one rank for a config (`common.core.config.Config`)."""
+def plans_for(
+    *,
+    num_train: int,
+    num_test: int,
+    global_batch: int,
+    eval_batch: int,
+    seed: int,
+    dp_size: int,
+    dp_rank: int,
+) -> tuple[TrainPlan, EvalPlan]:
+    """(TrainPlan, EvalPlan) of data-parallel rank `dp_rank` of `dp_size`."""
     train = TrainPlan(
         num_samples=num_train,
-        global_batch=cfg.train.global_batch_size(world_size),
-        world_size=world_size,
-        rank=rank,
-        seed=cfg.train.seed,
+        global_batch=global_batch,
+        world_size=dp_size,
+        rank=dp_rank,
+        seed=seed,
     )
-    return train, EvalPlan(num_test, cfg.train.eval_batch_size, world_size, rank)
+    return train, EvalPlan(num_test, eval_batch, dp_size, dp_rank)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from common.core import strategies
 from common.report.rows import Row
 from common.report.runs import RecordedRun
 
-# Fixed first, so that the usual series look the same in every report; others follow.
-KNOWN = ["torch single", "torch ddp", "torch fsdp2", "torch fsdp1", "tf mwms"]
+# Every registered strategy has its fixed look, the same in every report; others follow.
+KNOWN = [f"{entry.framework} {entry.name}" for entry in strategies.STRATEGIES]
 COLOURS = [
     "#1f77b4",
     "#ff7f0e",

@@ -18,134 +18,26 @@ from __future__ import annotations
 import argparse
 import functools
 import itertools
-import json
 import statistics
-import subprocess
-import sys
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 
-from common.core import metrics
-from common.core.progress import TERMINAL_EVERY_S, Progress
-from common.core.records import METRICS_FILENAME, Epoch
-from common.data import mnist
-
-BATCH = 64
-TIMEOUT_S = 1800
-TRAIN_MODULE = {"torch": "torch_impl.train", "tf": "tf_impl.train"}
-
-
-def baselines(
-    framework: str, model_name: str, limit: int, repeats: int, device: str = "auto"
-) -> dict[str, float]:
-    """{"<framework> <baseline name>": samples/s} from `python -m <framework>_impl.bench`."""
-    command = [
-        sys.executable,
-        "-m",
-        f"{framework}_impl.bench",
-        "--model",
-        model_name,
-        "--train-limit",
-        str(limit),
-        "--repeats",
-        str(repeats),
-        "--batch",
-        str(BATCH),
-        "--device",
-        device,
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
-    if done.returncode != 0:
-        raise RuntimeError(f"{framework} baselines failed:\n{done.stderr[-2000:]}")
-    speeds = json.loads(done.stdout.strip().splitlines()[-1])["samples_per_s"]
-    return {f"{framework} {name}": speed for name, speed in speeds.items()}
-
-
-def launched(
-    framework: str,
-    strategy: str,
-    *,
-    model_name: str,
-    pipeline: str,
-    nproc: int,
-    limit: int,
-    device: str = "auto",
-    extra: tuple[str, ...] = (),
-) -> tuple[float, float | None]:
-    """(samples/s, {"mfu": training MFU, "eval": forward-only MFU of the evaluation}) of epoch 2
-    of a real launch of the framework's training program;
-    `extra`: more `--set` overrides (torch.* ones only reach torch, tf.* only TensorFlow)."""
-    with tempfile.TemporaryDirectory() as out:
-        overrides = [
-            f"model.name={model_name}",
-            "optim.name=adam",
-            f"data.pipeline={pipeline}",
-            f"data.train_limit={limit}",
-            "train.epochs=2",
-            f"train.batch_size={BATCH}",
-            "train.batch_mode=global",
-            f"output.dir={out}",
-            "output.run_name=bench",
-            f"dist.device={device}",
-        ]
-        if framework == "torch":
-            overrides.append(f"torch.strategy={strategy}")
-        overrides += [
-            item for item in extra if framework == "torch" or not item.startswith("torch.")
-        ]
-        command = [sys.executable, "-m", TRAIN_MODULE[framework]]
-        for override in overrides:
-            command += ["--set", override]
-        if nproc > 1:
-            command = [sys.executable, "-m", "common.launch", "--nproc", str(nproc), "--", *command]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
-        if done.returncode != 0:
-            raise RuntimeError(f"{framework} {strategy}/{pipeline} failed:\n{done.stdout[-2000:]}")
-        records = metrics.read_records(Path(out) / "bench" / METRICS_FILENAME)
-        last = [record for record in records if isinstance(record, Epoch)][-1]
-        # Evaluation is a forward pass (a third of a training sample's FLOPs) over the whole
-        # test set (10,000 samples: no data.test_limit here).
-        flops, peak = last.flops_per_sample or 0, last.peak_flops or 0.0
-        forward = flops / 3 * mnist.TEST_SAMPLES / last.eval_time_s
-        return last.samples_per_s, {"mfu": last.mfu, "eval": forward / peak if peak else None}
-
-
-SPREAD_WARNING = 0.10  # (max - min) / median above this: the machine was busy
-
-
-def progress_cost(repeats: int = 2000) -> tuple[float, float]:
-    """(seconds per progress line, fraction of time at the terminal default of one line every
-    TERMINAL_EVERY_S): the real Progress.update writing real lines to a file."""
-    with tempfile.TemporaryFile("w") as sink:
-        shown = Progress(
-            enabled=True,
-            epochs=1,
-            steps_per_epoch=repeats,
-            global_batch=BATCH,
-            every_s=0,
-            stream=sink,
-        )
-        shown.start_epoch()
-        for step in range(1, repeats + 1):
-            shown.update(epoch=0, step=step, train_s=0.01 * step, loss=lambda: 0.1)
-    per_line = shown.spent_s / repeats
-    return per_line, per_line / TERMINAL_EVERY_S
-
-
-COMPILE_KEY = {"torch": "torch.compile", "tf": "tf.jit_compile"}
+from common.core import frameworks, strategies
+from common.core.progress import TERMINAL_EVERY_S
+from common.tools.measure import BATCH, SPREAD_WARNING, baselines, launched, progress_cost
 
 
 def _without_mfu(measure: Callable[..., dict[str, float]], *args) -> dict[str, tuple]:
     return {name: (speed, {}) for name, speed in measure(*args).items()}
 
 
-def measurements(args, frameworks: list[str]) -> list[tuple[str, str, int, Callable[[], dict]]]:
+def measurements(
+    args: argparse.Namespace, chosen: list[str]
+) -> list[tuple[str, str, int, Callable[[], dict]]]:
     """(model, variant, ranks, measure) for every cell; measure() -> {variant: (samples/s,
     {"mfu": ..., "eval": ...} or {})}."""
     cells = []
     for model_name in args.models.split(","):
-        for framework in frameworks:
+        for framework in chosen:
             cells.append(
                 (
                     model_name,
@@ -162,14 +54,15 @@ def measurements(args, frameworks: list[str]) -> list[tuple[str, str, int, Calla
                     ),
                 )
             )
-            strategies = args.strategies.split(",") if framework == "torch" else ["mwms"]
+            own = strategies.of(framework)
+            listed = [name for name in args.strategies.split(",") if name in own]
             tf_ranks = [int(n) for n in args.tf_ranks.split(",")] if args.tf_ranks else None
             for strategy, compiled, pipeline in itertools.product(
-                strategies, args.compile.split(","), args.pipelines.split(",")
+                listed, args.compile.split(","), args.pipelines.split(",")
             ):
-                default = 1 if strategy == "single" else args.nproc
+                default = 1 if own[strategy].processes == "one" else args.nproc
                 for ranks in tf_ranks if framework == "tf" and tf_ranks else [default]:
-                    flag = COMPILE_KEY[framework] + (
+                    flag = frameworks.get(framework).compile_key + (
                         "=true" if compiled == "compiled" else "=false"
                     )
                     shown = f" x{ranks}" if framework == "tf" and tf_ranks else ""
@@ -201,7 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m common.tools.bench", description=__doc__)
     parser.add_argument("--models", default="mlp,cnn")
     parser.add_argument("--frameworks", default="torch,tf")
-    parser.add_argument("--strategies", default="single,ddp,fsdp2,fsdp1", help="torch strategies")
+    parser.add_argument(
+        "--strategies",
+        default=",".join(strategies.names()),
+        help="strategies of any framework (common.core.strategies); each framework runs those "
+        "it has",
+    )
     parser.add_argument("--pipelines", default="tensor,loader")
     parser.add_argument(
         "--compile",
@@ -233,10 +131,16 @@ def main(argv: list[str] | None = None) -> int:
         help="interleaved repeats of every measurement (median and spread)",
     )
     args = parser.parse_args(argv)
-    frameworks = args.frameworks.split(",")
-    unknown = sorted(set(frameworks) - set(TRAIN_MODULE))
+    chosen = args.frameworks.split(",")
+    unknown = sorted(set(chosen) - set(frameworks.FRAMEWORKS))
     if unknown:
-        parser.error(f"--frameworks: unknown {unknown}; choose from torch,tf")
+        parser.error(
+            f"--frameworks: unknown {unknown}; choose from {','.join(frameworks.FRAMEWORKS)}"
+        )
+    unknown = sorted(set(args.strategies.split(",")) - set(strategies.names()))
+    if unknown:
+        known = ",".join(strategies.names())
+        parser.error(f"--strategies: unknown {unknown}; choose from {known}")
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
     if not set(args.compile.split(",")) <= {"eager", "compiled"}:
@@ -246,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         f"ddp/fsdp/tf, {args.repeats} interleaved repeats",
         flush=True,
     )
-    cells = measurements(args, frameworks)
+    cells = measurements(args, chosen)
     found: dict[tuple[str, str], list[float]] = {}
     mfus: dict[tuple[str, str, str], list[float]] = {}
     ranks_of: dict[tuple[str, str], int] = {}

@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from common.core import collectives, metrics
+from common.core import collectives, frameworks, metrics
 from common.core.records import METRICS_FILENAME, Epoch, RunEnd
 
 MARK = "PREFLIGHT "
@@ -102,11 +102,12 @@ def launcher(kind: str, nproc: int) -> list[str]:
     """The command prefix that starts `nproc` ranks: common.launch here, srun in a job."""
     if kind == "slurm":
         return ["srun", "--kill-on-bad-exit=1", "bash", "slurm/task.sh"]
-    return [sys.executable, "-m", "common.launch", "--nproc", str(nproc), "--"]
+    return frameworks.local_launch(nproc)
 
 
 def probe(framework: str, start: list[str], device: str, tf32: bool) -> dict:
-    command = [*start, sys.executable, "-m", f"{framework}_impl.preflight", "--device", device]
+    module = frameworks.get(framework).preflight_module
+    command = [*start, sys.executable, "-m", module, "--device", device]
     done = subprocess.run(
         [*command, *(["--tf32"] if tf32 else [])], capture_output=True, text=True, timeout=600
     )
@@ -135,12 +136,9 @@ def train(framework: str, start: list[str], found: dict, *, device: str, out: Pa
                 f"{framework}.mixed_precision={precision}",
                 f"output.dir={out}",
                 f"output.run_name={name}",
+                f"{framework}.strategy={strategy}",
             ]
-            if framework == "torch":
-                overrides.append(f"torch.strategy={strategy}")
-            command = [*start, sys.executable, "-m", f"{framework}_impl.train", "--quiet"]
-            for override in overrides:
-                command += ["--set", override]
+            command = [*start, *frameworks.get(framework).train_command(overrides, "--quiet")]
             done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
             records = metrics.scan(out / name / METRICS_FILENAME).records
             ends = [record for record in records if isinstance(record, RunEnd)]

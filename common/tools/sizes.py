@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from common.core import frameworks, strategies
 from common.models.sizes import size_overrides
 
 SWEEP_DEFAULTS = ["data.name=synthetic", "optim.name=sgd", "optim.lr=0.01"]
@@ -28,12 +29,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def cell_command(framework: str, strategy: str, nproc: int, settings: list[str]) -> list[str]:
-    module = "torch_impl.train" if framework == "torch" else "tf_impl.train"
-    ranks = 1 if strategy == "single" else nproc
-    train = [sys.executable, "-m", module, "--quiet"]
-    for setting in settings + ([f"torch.strategy={strategy}"] if framework == "torch" else []):
-        train += ["--set", setting]
-    return [sys.executable, "-m", "common.launch", "--nproc", str(ranks), "--", *train]
+    """One cell of the sweep: `nproc` ranks (one for a one-process strategy) on this machine."""
+    ranks = 1 if strategies.get(framework, strategy).processes == "one" else nproc
+    side = frameworks.get(framework)
+    train = side.train_command(side.own([*settings, f"{framework}.strategy={strategy}"]), "--quiet")
+    return [*frameworks.local_launch(ranks), *train]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,7 +43,12 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--sizes", default="0.1M,10M,100M,300M")
-    parser.add_argument("--strategies", default="single,ddp,fsdp1,fsdp2", help="torch's")
+    parser.add_argument(
+        "--strategies",
+        default="single,ddp,fsdp1,fsdp2,mwms",
+        help="strategies of any framework (common.core.strategies); each framework runs those "
+        "it has",
+    )
     parser.add_argument("--frameworks", default="torch,tf")
     parser.add_argument("--nproc", type=int, default=2, help="ranks of the distributed cells")
     parser.add_argument("--steps", type=int, default=4, help="optimizer steps per epoch")
@@ -67,12 +72,15 @@ def main(argv: list[str] | None = None) -> int:
         f"output.dir={args.out.resolve()}",
         *args.set,
     ]
-    frameworks = args.frameworks.split(",")
-    strategies = {"torch": args.strategies.split(","), "tf": ["mwms"]}
+    listed = args.strategies.split(",")
+    unknown = sorted(set(listed) - set(strategies.names()))
+    if unknown:
+        parser.error(f"--strategies: unknown {unknown}; choose from {','.join(strategies.names())}")
     matrix = [
         (size, framework, strategy)
-        for size, framework in itertools.product(sizes, frameworks)
-        for strategy in strategies[framework]
+        for size, framework in itertools.product(sizes, args.frameworks.split(","))
+        for strategy in listed
+        if strategy in strategies.of(framework)
     ]
     failed, began = [], time.perf_counter()
     for index, (size, framework, strategy) in enumerate(matrix, start=1):

@@ -57,8 +57,8 @@ def test_overrides_are_typed_by_the_schema():
         ),
         (
             "torch.strategy=zero3",
-            r"torch.strategy: expected one of 'auto', 'single', 'ddp', 'fsdp2', "
-            r"'fsdp1'",
+            r"torch.strategy='zero3' is not a strategy of torch; allowed: single, ddp, fsdp2, "
+            r"fsdp1, hsdp",
         ),
         ("optim.lr=-1", r"optim.lr must be greater than 0, got -1.0"),
         ("train.target_accuracy=98", r"train.target_accuracy is a fraction in \(0, 1\]"),

@@ -154,7 +154,7 @@ def test_a_small_sweep_runs_and_its_manifest_lists_every_run(cluster, tmp_path):
         "--frameworks",
         "torch,tf",
         "--strategies",
-        "ddp",
+        "ddp,mwms",
         "--tasks",
         "1,2",
         "--results",

@@ -19,7 +19,7 @@ def bench(*options: str) -> str:
         "--models",
         "mlp",
         "--strategies",
-        "single",
+        "single,mwms",
         "--pipelines",
         "tensor",
         "--train-limit",

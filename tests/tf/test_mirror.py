@@ -7,6 +7,7 @@ import inspect
 import pytest
 
 from common.core import config_io, trainer
+from common.core.strategies import ParallelDims
 from common.launch import cluster, environment
 from tf_impl import checkpoint as tf_checkpoint
 from tf_impl import dist as tf_dist
@@ -67,7 +68,9 @@ def trainers():
     import tensorflow as tf
     import torch
 
-    cfg = config_io.load_config(None, [])
+    from torch_impl.parallel import resolve_strategy
+
+    cfg = resolve_strategy(config_io.load_config(None, []), 1)
     spec = environment.from_environment({})
     torch_info = torch_dist.DistInfo(spec, torch.device("cpu"), "cpu", "cpu", backend=None)
     tf_info = tf_dist.DistInfo(spec, tf.distribute.get_strategy(), "CPU:0", "cpu", "cpu")
@@ -85,7 +88,8 @@ def test_each_trainer_fills_the_protocol(side):
     for name in PROTOCOL_PROPERTIES:
         assert isinstance(getattr(kind, name, None), property), f"{kind.__name__}.{name}"
     for name in trainer.Trainer.__annotations__:
-        assert isinstance(getattr(side, name, None), (str, cluster.ClusterSpec)), name
+        kinds = (str, cluster.ClusterSpec, ParallelDims)
+        assert isinstance(getattr(side, name, None), kinds), name
 
 
 def test_both_sides_train_on_the_same_synthetic_batches():
@@ -113,8 +117,9 @@ def test_both_sides_train_on_the_same_synthetic_batches():
             spec = cluster.local_spec(2, rank, master_port=1, tf_ports=(2, 3))
             torch_info = torch_dist.DistInfo(spec, torch.device("cpu"), "cpu", "cpu", backend=None)
             tf_info = tf_dist.DistInfo(spec, tf.distribute.get_strategy(), "CPU:0", "cpu", "cpu")
-            ours = list(torch_dataset(cfg, torch_info).train_batches(epoch=1))
-            theirs = list(tf_dataset(cfg, tf_info).train_batches(epoch=1))
+            dims = ParallelDims(2, 1)
+            ours = list(torch_dataset(cfg, torch_info, dims).train_batches(epoch=1))
+            theirs = list(tf_dataset(cfg, tf_info, dims).train_batches(epoch=1))
             assert len(ours) == len(theirs) == 4
             for (images, labels), (tf_images, tf_labels) in zip(ours, theirs, strict=True):
                 np.testing.assert_array_equal(labels.numpy(), tf_labels.numpy())

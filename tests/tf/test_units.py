@@ -9,6 +9,7 @@ import torch
 import torch_impl.optim as torch_optim
 from common.core import config_io
 from common.core.config import OptimConfig
+from common.core.strategies import ParallelDims
 from common.data.mnist import normalize
 from common.launch.cluster import local_spec
 from common.models import weights
@@ -74,8 +75,8 @@ def test_tensor_and_loader_pipelines_give_the_same_batches_in_plan_order(digits)
     tensor = config_io.load_config(None, [*common, "data.pipeline=tensor"])
     loader = config_io.load_config(None, [*common, "data.pipeline=loader"])
     for rank in (0, 1):
-        a = list(build_dataset(tensor, _info(2, rank)).train_batches(epoch=1))
-        data = build_dataset(loader, _info(2, rank))
+        a = list(build_dataset(tensor, _info(2, rank), ParallelDims(2, 1)).train_batches(epoch=1))
+        data = build_dataset(loader, _info(2, rank), ParallelDims(2, 1))
         b = list(data.train_batches(epoch=1))
         assert len(a) == len(b) == 10
         plan = data.plan.rank_indices(1)

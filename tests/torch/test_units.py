@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from common.core import config_io
+from common.core import config_io, strategies
 from common.core.optim import learning_rate
+from common.core.strategies import ParallelDims
 from common.data.mnist import normalize
 from common.launch.cluster import local_spec
 from common.models import weights
@@ -69,6 +70,9 @@ def test_dropout_keeps_one_minus_rate_scaled_as_torch_does_and_follows_the_seed(
     assert dropout(x, 0.25, training=False) is x
 
 
+TWO = local_spec(2, master_port=1, tf_ports=(2, 3))
+
+
 def _info(world: int, rank: int) -> DistInfo:
     spec = local_spec(world, rank, master_port=1, tf_ports=tuple(range(2, 2 + world)))
     return DistInfo(spec, torch.device("cpu"), "cpu", "cpu", backend="gloo")
@@ -79,8 +83,8 @@ def test_tensor_and_loader_pipelines_give_the_same_batches(digits):
     tensor = config_io.load_config(None, [*common, "data.pipeline=tensor"])
     loader = config_io.load_config(None, [*common, "data.pipeline=loader"])
     for rank in (0, 1):
-        a = list(build_dataset(tensor, _info(2, rank)).train_batches(epoch=1))
-        b = list(build_dataset(loader, _info(2, rank)).train_batches(epoch=1))
+        a = list(build_dataset(tensor, _info(2, rank), ParallelDims(2, 1)).train_batches(epoch=1))
+        b = list(build_dataset(loader, _info(2, rank), ParallelDims(2, 1)).train_batches(epoch=1))
         assert len(a) == len(b) == 10
         for (images_a, labels_a), (images_b, labels_b) in zip(a, b, strict=True):
             assert images_a.shape == (32, 1, 28, 28)
@@ -93,7 +97,7 @@ def test_tensor_and_loader_pipelines_give_the_same_batches(digits):
         (["torch.strategy=single"], "torch.strategy=single runs one process, but 2 were launched"),
         (
             ["torch.strategy=ddp", "torch.cpu_offload=true"],
-            "torch.cpu_offload=True is an FSDP option",
+            "torch.cpu_offload=True is an option of fsdp2, fsdp1, hsdp",
         ),
         (["torch.strategy=fsdp2", "torch.sharding=no_shard"], "use torch.strategy=ddp"),
         (["torch.strategy=fsdp2", "torch.cpu_offload=true"], "set torch.pin_memory=false"),
@@ -101,12 +105,12 @@ def test_tensor_and_loader_pipelines_give_the_same_batches(digits):
 )
 def test_options_that_do_not_combine_are_refused(overrides, message):
     with pytest.raises(ValueError, match=message):
-        check_options(config_io.load_config(None, overrides), world_size=2, cuda=False)
+        check_options(config_io.load_config(None, overrides), TWO, cuda=False)
     # and pin_memory=false makes CPU offload acceptable
     ok = config_io.load_config(
         None, ["torch.strategy=fsdp2", "torch.cpu_offload=true", "torch.pin_memory=false"]
     )
-    check_options(ok, world_size=2, cuda=False)
+    check_options(ok, TWO, cuda=False)
 
 
 def test_onecycle_schedule_matches_torch_onecycle():
@@ -176,7 +180,8 @@ def test_nccl_errors_are_raised_in_python_unless_the_user_chose_otherwise():
 
 def test_the_optimizer_implementation_is_foreach_unless_asked_and_refused_where_it_cannot_work():
     def chosen(name, requested, scaling=False, strategy="ddp"):
-        return implementation(name, requested, loss_scaling=scaling, strategy=strategy)
+        entry = strategies.get("torch", strategy)
+        return implementation(name, requested, loss_scaling=scaling, strategy=entry)
 
     assert {chosen(name, "auto") for name in ("adam", "sgd", "adadelta")} == {"foreach"}
     assert chosen("adam", "auto", scaling=True, strategy="fsdp2") == "foreach"
@@ -185,13 +190,14 @@ def test_the_optimizer_implementation_is_foreach_unless_asked_and_refused_where_
     for name, strategy, scaling, words in (
         ("adadelta", "ddp", False, "no fused adadelta"),
         ("sgd", "fsdp2", False, "no fused SGD"),
+        ("sgd", "hsdp", False, "no fused SGD"),
         ("adam", "single", True, "skipped steps"),
     ):
         with pytest.raises(ValueError, match=words):
             chosen(name, "fused", scaling, strategy)
     bad = config_io.load_config(None, ["optim.name=adadelta", "torch.optimizer_impl=fused"])
     with pytest.raises(ValueError, match="use foreach or auto"):
-        check_options(bad, world_size=1, cuda=False)
+        check_options(bad, local_spec(1, master_port=1, tf_ports=(2,)), cuda=False)
 
 
 @pytest.mark.parametrize("impl, flags", [("foreach", (True, None)), ("fused", (None, True))])

@@ -1,0 +1,123 @@
+"""One measurement of the benchmark (`common.tools.bench`): a framework's baselines in a process
+of their own, a real launch of its training program, or what a progress line costs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from common.core import frameworks, metrics
+from common.core.progress import TERMINAL_EVERY_S, Progress
+from common.core.records import METRICS_FILENAME, Epoch
+from common.data import mnist
+
+BATCH = 64
+TIMEOUT_S = 1800
+TAIL = 2000  # characters of a failed program's output that are shown
+
+
+def _tails(done: subprocess.CompletedProcess[str]) -> str:
+    """The end of a failed program's standard output and of its standard error: a launcher
+    writes which rank failed to stderr, a rank's traceback goes to the output it relays."""
+    parts = []
+    for name, text in (("stdout", done.stdout), ("stderr", done.stderr)):
+        if text and text.strip():
+            parts.append(f"\n--- end of its {name} ---\n{text[-TAIL:]}")
+    return "".join(parts) or " (it printed nothing)"
+
+
+def baselines(
+    framework: str, model_name: str, limit: int, repeats: int, device: str = "auto"
+) -> dict[str, float]:
+    """{"<framework> <baseline name>": samples/s} from the framework's baseline program."""
+    command = [
+        sys.executable,
+        "-m",
+        frameworks.get(framework).bench_module,
+        "--model",
+        model_name,
+        "--train-limit",
+        str(limit),
+        "--repeats",
+        str(repeats),
+        "--batch",
+        str(BATCH),
+        "--device",
+        device,
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
+    if done.returncode != 0:
+        raise RuntimeError(f"{framework} baselines failed (exit {done.returncode}):{_tails(done)}")
+    speeds = json.loads(done.stdout.strip().splitlines()[-1])["samples_per_s"]
+    return {f"{framework} {name}": speed for name, speed in speeds.items()}
+
+
+def launched(
+    framework: str,
+    strategy: str,
+    *,
+    model_name: str,
+    pipeline: str,
+    nproc: int,
+    limit: int,
+    device: str = "auto",
+    extra: tuple[str, ...] = (),
+) -> tuple[float, float | None]:
+    """(samples/s, {"mfu": training MFU, "eval": forward-only MFU of the evaluation}) of epoch 2
+    of a real launch of the framework's training program;
+    `extra`: more `--set` overrides (torch.* ones only reach torch, tf.* only TensorFlow)."""
+    with tempfile.TemporaryDirectory() as out:
+        overrides = [
+            f"model.name={model_name}",
+            "optim.name=adam",
+            f"data.pipeline={pipeline}",
+            f"data.train_limit={limit}",
+            "train.epochs=2",
+            f"train.batch_size={BATCH}",
+            "train.batch_mode=global",
+            f"output.dir={out}",
+            "output.run_name=bench",
+            f"dist.device={device}",
+        ]
+        side = frameworks.get(framework)
+        overrides += side.own([f"{framework}.strategy={strategy}", *extra])
+        command = side.train_command(overrides)
+        if nproc > 1:
+            command = [*frameworks.local_launch(nproc), *command]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"{framework} {strategy}/{pipeline} failed (exit {done.returncode}):{_tails(done)}"
+            )
+        records = metrics.read_records(Path(out) / "bench" / METRICS_FILENAME)
+        last = [record for record in records if isinstance(record, Epoch)][-1]
+        # Evaluation is a forward pass (a third of a training sample's FLOPs) over the whole
+        # test set (10,000 samples: no data.test_limit here).
+        flops, peak = last.flops_per_sample or 0, last.peak_flops or 0.0
+        forward = flops / 3 * mnist.TEST_SAMPLES / last.eval_time_s
+        return last.samples_per_s, {"mfu": last.mfu, "eval": forward / peak if peak else None}
+
+
+SPREAD_WARNING = 0.10  # (max - min) / median above this: the machine was busy
+
+
+def progress_cost(repeats: int = 2000) -> tuple[float, float]:
+    """(seconds per progress line, fraction of time at the terminal default of one line every
+    TERMINAL_EVERY_S): the real Progress.update writing real lines to a file."""
+    with tempfile.TemporaryFile("w") as sink:
+        shown = Progress(
+            enabled=True,
+            epochs=1,
+            steps_per_epoch=repeats,
+            global_batch=BATCH,
+            every_s=0,
+            stream=sink,
+        )
+        shown.start_epoch()
+        for step in range(1, repeats + 1):
+            shown.update(epoch=0, step=step, train_s=0.01 * step, loss=lambda: 0.1)
+    per_line = shown.spent_s / repeats
+    return per_line, per_line / TERMINAL_EVERY_S
