@@ -31,7 +31,7 @@ from tf_impl.optim import build_optimizer
 
 def plain_loop(model_name: str, images: tf.Tensor, labels: tf.Tensor, batch: int) -> float:
     cfg = config_io.load_config(None, [f"model.name={model_name}", "optim.name=adam"])
-    model = build_model(cfg.model, seed=0)
+    model = build_model(cfg.net(), seed=0)
     optimizer = build_optimizer(cfg.optim)
 
     @tf.function

@@ -1,7 +1,8 @@
-"""The MNIST models in Keras, built from `common.models.weights.model_spec`. No distributed code.
+"""The models in Keras, built from their description (`common.models.zoo.Net`). No distributed
+code.
 
 Activations are NHWC (Keras' default); the shared initial weights come in through
-`common.models.weights.to_keras`, which also reorders the first dense layer after the CNN's flatten.
+`common.models.layouts`, which also reorders the first dense layer after a flattened image.
 """
 
 from __future__ import annotations
@@ -9,55 +10,39 @@ from __future__ import annotations
 import keras
 import numpy as np
 
-from common.models import weights
-from common.models.config import ModelConfig
-
-INPUT_SHAPE = (28, 28, 1)
+from common.models import layouts, weights, zoo
+from tf_impl.layers import apply
 
 
-def _keras_layer(layer: weights.Layer, dropout: bool, seed: int) -> keras.layers.Layer | None:
-    # Zeros, not Keras' random initializers: the weights are overwritten layer by layer, and
-    # drawing a billion random numbers first would only cost time.
-    if layer.kind == "conv":
-        return keras.layers.Conv2D(
-            layer.outputs, layer.kernel, name=layer.name, kernel_initializer="zeros"
-        )
-    if layer.kind == "dense":
-        return keras.layers.Dense(layer.outputs, name=layer.name, kernel_initializer="zeros")
-    if layer.kind == "relu":
-        return keras.layers.ReLU()
-    if layer.kind == "maxpool2":
-        return keras.layers.MaxPooling2D(2)
-    if layer.kind == "flatten":
-        return keras.layers.Flatten()
-    if layer.kind == "dropout":
-        return keras.layers.Dropout(layer.rate, seed=seed) if dropout else None
-    raise ValueError(f"layer kind {layer.kind!r} has no Keras counterpart")
-
-
-def build_model(model_cfg: ModelConfig, seed: int) -> keras.Model:
+def build_model(net: zoo.Net, seed: int) -> keras.Model:
     """The model in fp32 (or the global mixed-precision policy), holding the shared initial
     weights of `seed`. Call it inside `strategy.scope()` to get mirrored variables."""
-    layers = [keras.Input(INPUT_SHAPE)]
-    for index, layer in enumerate(weights.model_spec(model_cfg)):
-        built = _keras_layer(layer, model_cfg.dropout, seed * 1_000_003 + index)
-        if built is not None:
-            layers.append(built)
+    channels, height, width = net.inputs
+    inputs = keras.Input((height, width, channels))
+    x = inputs
+    for index, layer in enumerate(net.layers):
+        x = apply(layer, x, "", seed * 1_000_003 + index)  # the seed of a dropout's masks
     # Logits in float32 whatever the compute dtype, so the loss is computed in float32.
-    layers.append(keras.layers.Activation("linear", dtype="float32", name="logits"))
-    model = keras.Sequential(layers, name=model_cfg.name)
-    model.model_cfg = model_cfg  # what the weights' layout follows (get_weights, export)
-    for layer, arrays in weights.layer_weights(model_cfg, seed):  # one layer in memory at once
-        kernel = weights.kernel_to_keras(model_cfg, layer, arrays["weight"])
-        model.get_layer(layer.name).set_weights([kernel, arrays["bias"]])
+    logits = keras.layers.Activation("linear", dtype="float32", name="logits")(x)
+    model = keras.Model(inputs, logits, name=net.name)
+    model.net = net  # what the weights' layout follows (get_weights, export)
+    for spot, arrays in weights.layer_weights(net, seed):  # one layer in memory at once
+        layer = model.get_layer(layouts.keras_name(spot.name))
+        layer.set_weights(layouts.layer_to_keras(net, spot, arrays))
     return model
 
 
 def get_weights(model: keras.Model) -> dict[str, np.ndarray]:
-    """The model's weights in the canonical (torch) layout, float32."""
+    """The model's weights and running statistics in the canonical (torch) layout, float32."""
+    net = model.net
     keras_weights = {}
-    for layer in weights.parameter_layers(model.model_cfg):
-        kernel, bias = model.get_layer(layer.name).get_weights()
-        keras_weights[f"{layer.name}.kernel"] = kernel.astype(np.float32)
-        keras_weights[f"{layer.name}.bias"] = bias.astype(np.float32)
-    return weights.from_keras(model.model_cfg, keras_weights)
+    for spot in weights.parameter_layers(net):
+        layer = model.get_layer(layouts.keras_name(spot.name))
+        parts = [
+            keras_part
+            for part, keras_part in layouts.PARTS[spot.layer.kind].items()
+            if part in {**spot.layer.parameters(spot.inputs), **spot.layer.buffers(spot.inputs)}
+        ]
+        for keras_part, array in zip(parts, layer.get_weights(), strict=True):
+            keras_weights[f"{spot.name}.{keras_part}"] = array.astype(np.float32)
+    return layouts.from_keras(net, keras_weights)

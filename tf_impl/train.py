@@ -64,10 +64,12 @@ def make_train_step(
     """A compiled step; returns this worker's share of the global mean loss (the shares of all
     workers add up to the loss of the global batch). `fault`, a variable, multiplies the scaled
     loss (inf forces an overflow; `common.core.precision.FORCE_OVERFLOW_VARIABLE`). `jit_compile`:
-    the forward and backward pass go through XLA; the all-reduce inside apply_gradients cannot
-    (MWMS's collective ops run outside XLA clusters), so it and the update stay as they are."""
+    the forward and backward pass go through XLA in a tf.function of their own; the all-reduce
+    inside apply_gradients cannot (MWMS's collective ops run outside XLA clusters), so it and the
+    update stay as they are. Without XLA the forward is traced straight into the step: batch
+    normalization all-reduces its statistics inside the forward, and TensorFlow refuses a
+    cross-worker exchange (a merge_call) inside a nested tf.function."""
 
-    @tf.function(jit_compile=jit_compile)
     def loss_and_gradients(images, labels):
         with tf.GradientTape() as tape:
             logits = model(images, training=True)
@@ -80,8 +82,10 @@ def make_train_step(
                 scaled = scaled * tf.cast(fault, scaled.dtype)
         return loss, tape.gradient(scaled, model.trainable_variables)
 
+    forward_backward = tf.function(loss_and_gradients, jit_compile=True) if jit_compile else None
+
     def replica_step(images, labels):
-        loss, gradients = loss_and_gradients(images, labels)
+        loss, gradients = (forward_backward or loss_and_gradients)(images, labels)
         # Keras sums the gradients over the workers: sum of (local sum / global batch) is the
         # gradient of the global mean, as DDP's average of local means is.
         optimizer.apply_gradients(list(zip(gradients, model.trainable_variables, strict=True)))
@@ -147,18 +151,11 @@ class TfTrainer(TrainerBase):
         self.steps = self.reported_skips = self.applied_before = 0
 
     def numerics(self) -> dict:
-        described = precision.numerics(
-            precision=self.cfg.tf.mixed_precision,
-            tf32=self.cfg.dist.tf32,
-            loss_scaling=self.cfg.tf.mixed_precision == "fp16",
-            device_type=self.device_type,
-        )
         enabled = tf.config.experimental.tensor_float_32_execution_enabled()
         return {
-            **described,
+            **self.shared_numerics(loss_scaling=self.cfg.tf.mixed_precision == "fp16"),
             "tf32_settings": {"tensor_float_32_execution": enabled},
             "how": f"Keras policy {POLICY[self.cfg.tf.mixed_precision]}",
-            "gradient_sync": self.parallel.gradient_sync,
         }
 
     def build(self) -> None:
@@ -168,7 +165,7 @@ class TfTrainer(TrainerBase):
         keras.mixed_precision.set_global_policy(POLICY[cfg.tf.mixed_precision])
         self.take_memory_baseline()
         with info.strategy.scope():
-            self.model = build_model(cfg.model, cfg.train.seed)
+            self.model = build_model(cfg.net(), cfg.train.seed)
             self.optimizer = build_optimizer(cfg.optim)
             if cfg.tf.mixed_precision == "fp16":
                 self.optimizer = AgreedLossScaleOptimizer(
@@ -210,7 +207,9 @@ class TfTrainer(TrainerBase):
 
     def replica_digest(self) -> float | None:
         total = 0  # integer sums of the bit patterns: exact, in any order
-        for variable in self.model.trainable_variables:
+        for variable in self.model.variables:  # weights and running statistics
+            if not str(variable.dtype).startswith(("float", "bfloat")):
+                continue  # the dropout layers' seed states
             bits = tf.bitcast(tf.cast(variable, tf.float32), tf.int32)
             total += int(tf.reduce_sum(tf.cast(bits, tf.int64)))
         return float(total % precision.DIGEST_MODULUS)
@@ -235,7 +234,14 @@ class TfTrainer(TrainerBase):
 
 
 def prepare(cfg: Config, spec: ClusterSpec) -> Config:
-    """Nothing of TensorFlow's own to decide before the strategy starts."""
+    """What TensorFlow cannot run, refused before the strategy starts."""
+    if cfg.tf.jit_compile and spec.world_size > 1 and precision.batch_norm(cfg.net()) != "none":
+        raise ValueError(
+            f"tf.jit_compile=true: {cfg.model.name}'s batch normalization all-reduces its "
+            f"statistics over the {spec.world_size} workers inside the forward pass, and "
+            "MultiWorkerMirroredStrategy's collectives cannot run inside an XLA cluster; use "
+            "tf.jit_compile=false, or one worker"
+        )
     return cfg
 
 

@@ -33,7 +33,7 @@ from torch_impl.optim import build_optimizer
 
 def _model_and_optimizer(model_name: str, device: torch.device):
     cfg = config_io.load_config(None, [f"model.name={model_name}", "optim.name=adam"])
-    model = build_model(cfg.model, seed=0).to(device)
+    model = build_model(cfg.net(), seed=0).to(device)
     return model, build_optimizer(cfg.optim, model.parameters())
 
 

@@ -43,13 +43,13 @@ from common.core import strategies
 from common.core.config import Config
 from common.core.strategies import ParallelDims
 from common.launch.cluster import ClusterSpec
-from common.models import weights
-from common.models.config import ModelConfig
+from common.models import zoo
 from torch_impl.model import (
     build_model,
     keep_gradient_strides,
     load_initial_weights,
     meta_model,
+    units,
 )
 from torch_impl.optim import implementation
 from torch_impl.precision import DTYPES
@@ -88,16 +88,15 @@ def check_options(cfg: Config, spec: ClusterSpec, cuda: bool) -> None:
         )
 
 
-def wrap_units(model_cfg: ModelConfig, wrap: str, min_params: int) -> list[str]:
-    """The layers that become FSDP units of their own, in forward order; the root unit keeps
-    the rest. torch.wrap=layer: every parameter layer. torch.wrap=size: the layers holding at
-    least `min_params` parameters, which is what FSDP1's size_based_auto_wrap_policy picks in
-    these flat models (each layer is a leaf child of the root)."""
-    layers = weights.parameter_layers(model_cfg)
+def wrap_units(net: zoo.Net, wrap: str, min_params: int) -> list[str]:
+    """The top-level layers that become FSDP units of their own, in forward order (a residual
+    block is one unit); the root unit keeps the rest. torch.wrap=layer: every one holding
+    parameters. torch.wrap=size: those holding at least `min_params` parameters, which is what
+    FSDP1's size_based_auto_wrap_policy picks among the root's children."""
+    found = units(net)
     if wrap == "layer":
-        return [layer.name for layer in layers]
-    count = {layer.name: weights.parameter_count_of(layer) for layer in layers}
-    return [name for name, params in count.items() if params >= min_params]
+        return list(found)
+    return [name for name, params in found.items() if params >= min_params]
 
 
 def _shard_of(param: torch.Tensor, full: torch.Tensor) -> torch.Tensor:
@@ -112,14 +111,16 @@ def _shard_of(param: torch.Tensor, full: torch.Tensor) -> torch.Tensor:
 
 
 def _single(cfg: Config, device: torch.device, dims: ParallelDims) -> nn.Module:
-    return build_model(cfg.model, cfg.train.seed, device)
+    return build_model(cfg.net(), cfg.train.seed, device)
 
 
 def _ddp(cfg: Config, device: torch.device, dims: ParallelDims) -> nn.Module:
-    model = build_model(cfg.model, cfg.train.seed, device)
+    model = build_model(cfg.net(), cfg.train.seed, device)
     keep_gradient_strides(model)
     device_ids = [device.index] if device.type == "cuda" else None
-    return DistributedDataParallel(model, device_ids=device_ids)
+    # Batch statistics are the global batch's on every rank (torch_impl.layers), so the
+    # running statistics agree without DDP broadcasting rank 0's before every forward.
+    return DistributedDataParallel(model, device_ids=device_ids, broadcast_buffers=False)
 
 
 def _fully_sharded(cfg: Config, device: torch.device, mesh: DeviceMesh | None) -> nn.Module:
@@ -135,8 +136,9 @@ def _fully_sharded(cfg: Config, device: torch.device, mesh: DeviceMesh | None) -
         )
     if options.cpu_offload:
         kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=options.pin_memory)
-    model = meta_model(cfg.model)
-    for name in wrap_units(cfg.model, options.wrap, options.auto_wrap_min_params):
+    net = cfg.net()
+    model = meta_model(net)
+    for name in wrap_units(net, options.wrap, options.auto_wrap_min_params):
         fully_shard(model.get_submodule(name), **kwargs)
     fully_shard(model, **kwargs)
     # Only now does storage exist, and only for this rank's shards (FSDP2's meta-device
@@ -161,8 +163,8 @@ def _hsdp(cfg: Config, device: torch.device, dims: ParallelDims) -> nn.Module:
 
 def _fsdp1(cfg: Config, device: torch.device, dims: ParallelDims) -> nn.Module:
     options = cfg.torch
-    model = build_model(cfg.model, cfg.train.seed)  # FSDP1 moves each unit as it flattens it
-    names = wrap_units(cfg.model, options.wrap, options.auto_wrap_min_params)
+    model = build_model(cfg.net(), cfg.train.seed)  # FSDP1 moves each unit as it flattens it
+    names = wrap_units(cfg.net(), options.wrap, options.auto_wrap_min_params)
     units = {model.get_submodule(name) for name in names}
     mixed = None
     if options.mixed_precision != "none":

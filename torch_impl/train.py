@@ -12,6 +12,7 @@ from common.core import cli
 if __name__ == "__main__":  # --help in a second, before the framework is imported
     cli.answer_help_early("python -m torch_impl.train", __doc__)
 
+import itertools
 from pathlib import Path
 from typing import NoReturn
 
@@ -122,18 +123,10 @@ class TorchTrainer(TrainerBase):
         )
 
     def numerics(self) -> dict:
-        described = precision.numerics(
-            precision=self.cfg.torch.mixed_precision,
-            tf32=self.cfg.dist.tf32,
-            loss_scaling=self.amp.scaler is not None,
-            device_type=self.device_type,
-        )
         return {
-            **described,
+            **self.shared_numerics(loss_scaling=self.amp.scaler is not None),
             "tf32_settings": self.tf32,
             "how": HOW[(self.parallel.precision_by, self.parallel.parameters)],
-            "gradient_sync": self.parallel.gradient_sync,
-            "mesh": {"replicate": self.dims.replicate, "shard": self.dims.shard},
             "optimizer_impl": self.optimizer_impl,
         }
 
@@ -165,10 +158,12 @@ class TorchTrainer(TrainerBase):
     def replica_digest(self) -> float | None:
         if self.parallel.shards:  # each rank holds its own shard
             return None
+        held = itertools.chain(self.model.parameters(), self.model.buffers())
         with torch.no_grad():  # integer sums of the bit patterns: exact, in any order
             total = sum(
-                int(p.detach().float().view(torch.int32).sum(dtype=torch.int64))
-                for p in self.model.parameters()
+                int(t.detach().float().view(torch.int32).sum(dtype=torch.int64))
+                for t in held
+                if t.is_floating_point()
             )
         return float(total % precision.DIGEST_MODULUS)
 

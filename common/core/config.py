@@ -13,6 +13,7 @@ from typing import Literal
 
 from common.core import strategies
 from common.data.config import DataConfig
+from common.models import zoo
 from common.models.config import ModelConfig
 
 MAX_RUN_NAME = 200  # bytes; file systems allow 255 for a name, and tools add suffixes
@@ -240,6 +241,10 @@ class Config:
     output: OutputConfig = field(default_factory=OutputConfig)
     torch: TorchConfig = field(default_factory=TorchConfig)
     tf: TfConfig = field(default_factory=TfConfig)
+
+    def net(self) -> zoo.Net:
+        """The model this config trains, for its dataset (`common.models.zoo.describe`)."""
+        return zoo.describe(self.model, self.data.name)
 
     def __post_init__(self) -> None:
         """What each framework's strategy refuses of the other sections, before anything

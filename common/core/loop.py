@@ -89,7 +89,7 @@ def train_epochs(
     trainer.build()
     start_epoch, elapsed_before = run.resume()
     # MFU's terms: the model's FLOPs per training sample and the ranks' summed peak (collective).
-    flops = weights.train_flops_per_sample(cfg.model)
+    flops = weights.train_flops_per_sample(cfg.net())
     peak_total = float(trainer.all_reduce_sum(np.array([trainer.peak_flops()]))[0])
     progress = Progress(
         enabled=options.progress and trainer.spec.is_chief,

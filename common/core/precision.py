@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from common.core.collectives import AllReduceSum, gather_rows
 from common.core.records import Epoch
+from common.models import weights, zoo
 
 # Dynamic loss scaling under fp16, the same on both sides (torch's GradScaler starts at 2**16,
 # Keras' LossScaleOptimizer at 2**15; both halve on overflow and double after 2,000 clean steps).
@@ -49,6 +50,18 @@ def numerics(*, precision: str, tf32: bool, loss_scaling: bool, device_type: str
         "tf32": bool(tf32),
         "tf32_effective": bool(tf32) and device_type == "gpu",
     }
+
+
+def batch_norm(net: zoo.Net) -> str:
+    """How the model's batch normalization computes, the same on both sides (what numerics
+    records); "none" for a model without it."""
+    if not any(spot.layer.kind == "batchnorm" for spot in weights.placed(net)):
+        return "none"
+    return (
+        "global-batch statistics: the per-channel sums are all-reduced over every data-parallel "
+        "rank in the forward and their gradients in the backward (synchronized), fp32; running "
+        "statistics as torch (momentum on the batch's, unbiased variance)"
+    )
 
 
 def forced_overflow_steps(rank: int, env: Mapping[str, str] | None = None) -> frozenset[int]:

@@ -38,7 +38,7 @@ def run_start(
         },
         strategy=trainer.strategy,
         model=cfg.model.name,
-        model_params=weights.parameter_count(cfg.model),
+        model_params=weights.parameter_count(cfg.net()),
         dataset=cfg.data.name,
         precision=trainer.precision,
         numerics=trainer.numerics(),

@@ -16,7 +16,7 @@ from typing import Any, Protocol, SupportsFloat
 
 import numpy as np
 
-from common.core import peak, strategies
+from common.core import peak, precision, strategies
 from common.core.clocks import HostStepClock, StepClock
 from common.core.config import Config
 from common.core.memory import MemoryUse
@@ -96,6 +96,22 @@ class Trainer(Protocol):
     def reset_peak_memory(self) -> None: ...
 
     def memory_use(self) -> MemoryUse: ...
+
+    def shared_numerics(self, *, loss_scaling: bool) -> dict[str, Any]:
+        """What both sides record of their arithmetic (`common.core.precision.numerics`), the
+        strategy's gradient exchange and mesh, and how batch normalization computes."""
+        section = getattr(self.cfg, self.framework)
+        return {
+            **precision.numerics(
+                precision=section.mixed_precision,
+                tf32=self.cfg.dist.tf32,
+                loss_scaling=loss_scaling,
+                device_type=self.device_type,
+            ),
+            "gradient_sync": self.parallel.gradient_sync,
+            "mesh": {"replicate": self.dims.replicate, "shard": self.dims.shard},
+            "batch_norm": precision.batch_norm(self.cfg.net()),
+        }
 
     def peak_flops(self) -> float:
         """This rank's peak FLOP/s at the run's precision (`common.core.peak`: cached or
@@ -179,6 +195,22 @@ class TrainerBase:
         return self.memory.memory_use(
             self.info.device, self.model, self.optimizer, self.memory_baseline
         )
+
+    def shared_numerics(self, *, loss_scaling: bool) -> dict[str, Any]:
+        """What both sides record of their arithmetic (`common.core.precision.numerics`), the
+        strategy's gradient exchange and mesh, and how batch normalization computes."""
+        section = getattr(self.cfg, self.framework)
+        return {
+            **precision.numerics(
+                precision=section.mixed_precision,
+                tf32=self.cfg.dist.tf32,
+                loss_scaling=loss_scaling,
+                device_type=self.device_type,
+            ),
+            "gradient_sync": self.parallel.gradient_sync,
+            "mesh": {"replicate": self.dims.replicate, "shard": self.dims.shard},
+            "batch_norm": precision.batch_norm(self.cfg.net()),
+        }
 
     def peak_flops(self) -> float:
         tf32 = "+tf32" if self.cfg.dist.tf32 and self.device_type == "gpu" else ""

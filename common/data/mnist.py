@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common.data import synthetic
+from common.data import datasets, synthetic
 
 DEFAULT_DIR = "data/mnist"
 # SHA-256 of the uncompressed files (the canonical LeCun MNIST).
@@ -28,10 +28,11 @@ CHECKSUMS = {
 # Normalization used by both frameworks (the PyTorch MNIST example's constants).
 PIXEL_MEAN = 0.1307
 PIXEL_STD = 0.3081
-IMAGE_SHAPE = (28, 28)
-NUM_CLASSES = 10
-TRAIN_SAMPLES = 60_000
-TEST_SAMPLES = 10_000
+MNIST = datasets.get("mnist")  # its shape, classes and sizes, written once
+IMAGE_SHAPE = MNIST.image_shape
+NUM_CLASSES = MNIST.classes
+TRAIN_SAMPLES = MNIST.train_samples
+TEST_SAMPLES = MNIST.test_samples
 
 _IDX_UBYTE = 0x08
 

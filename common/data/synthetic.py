@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from common.data import datasets
 from common.data.rng import random_bits, stream_key
 
 SEED = 20_260_101  # fixed: every synthetic run of any config trains on the same data
 IMAGES, LABELS, TEMPLATES = 5, 6, 7  # stream purposes
 TRAIN, TEST = 0, 1
-PIXELS, CLASSES = 28 * 28, 10
+SHAPE = datasets.get("synthetic")  # MNIST's shape and classes
+PIXELS, CLASSES = SHAPE.height * SHAPE.width * SHAPE.channels, SHAPE.classes
 
 
 def _bytes(key: np.uint64, count: int) -> np.ndarray:
@@ -37,4 +39,4 @@ def split(which: int, count: int) -> tuple[np.ndarray, np.ndarray]:
     labels = (_bytes(stream_key(SEED, LABELS, which), count) % CLASSES).astype(np.int64)
     noise = _bytes(stream_key(SEED, IMAGES, which), count * PIXELS).reshape(count, PIXELS) >> 1
     images = templates()[labels] + noise  # at most 127 + 127: no overflow
-    return images.reshape(count, 28, 28), labels
+    return images.reshape(count, SHAPE.height, SHAPE.width), labels

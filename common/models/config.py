@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+
+from common.models.zoo import MODELS
 
 
 def _check(condition: bool, message: str) -> None:
@@ -13,14 +14,18 @@ def _check(condition: bool, message: str) -> None:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelConfig:
-    name: Literal["mlp", "cnn"] = "mlp"
-    """mlp: 784-128-64-10; cnn: conv32-conv64-maxpool-dropout-fc128-fc10 (the PyTorch example)."""
+    name: str = "mlp"
+    """One of `common.models.zoo.MODELS`: mlp (784-128-64-10), cnn (conv32-conv64-maxpool-
+    dropout-fc128-fc10, the PyTorch example), resnet8 (3 residual stages with batch
+    normalization)."""
     hidden: tuple[int, ...] = (128, 64)
     """The MLP's hidden widths, e.g. [4096, 4096] (20M parameters), [16384]*5 (1.1B)."""
     width: int = 1
-    """The CNN's size: conv channels and fc1 units times this (1.2M parameters x width^2)."""
+    """The CNN's and the ResNet's size: their channels and units times this (parameters x
+    width^2: CNN 1.2M, ResNet-8 78k)."""
     dropout: bool = True
-    """Dropout layers on (rates fixed per model in common.models) or off (for exact parity)."""
+    """Dropout layers on (rates fixed per model in common.models.zoo) or off (for exact parity);
+    the ResNet has none."""
 
     def __post_init__(self) -> None:
         _check(
@@ -28,7 +33,13 @@ class ModelConfig:
             f"model.hidden is a list of one or more widths >= 1, got {list(self.hidden)}",
         )
         _check(self.width >= 1, f"model.width must be >= 1, got {self.width}")
-        if self.name == "cnn" and self.hidden != (128, 64):
-            raise ValueError("model.hidden sizes the MLP; size the CNN with model.width")
-        if self.name == "mlp" and self.width != 1:
-            raise ValueError("model.width sizes the CNN; size the MLP with model.hidden")
+        if self.name not in MODELS:
+            raise ValueError(f"model.name={self.name!r}: allowed: {', '.join(MODELS)}")
+        sized_by = MODELS[self.name].size_key
+        defaults = {"hidden": (128, 64), "width": 1}
+        for key, default in defaults.items():
+            if key != sized_by and getattr(self, key) != default:
+                users = [name for name, entry in MODELS.items() if entry.size_key == key]
+                raise ValueError(
+                    f"model.{key} sizes {', '.join(users)}; size {self.name} with model.{sized_by}"
+                )

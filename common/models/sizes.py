@@ -1,9 +1,10 @@
-"""Named model sizes for the size axis: presets, MLP widths written `4096x4096`, or `w<N>` for the
-CNN's width multiplier, each turned into a `ModelConfig` and its `--set` overrides."""
+"""Named model sizes for the size axis: presets and widths written `4096x4096` for the MLP,
+`w<N>` for the CNN's width multiplier, `<model>:w<N>` for any model sized by model.width
+(`resnet8:w4`); each becomes a `ModelConfig` and its `--set` overrides."""
 
 from __future__ import annotations
 
-from common.models import weights
+from common.models import weights, zoo
 from common.models.config import ModelConfig
 
 # MLP hidden widths for round parameter counts (common.models.weights.parameter_count):
@@ -16,29 +17,38 @@ PRESETS: dict[str, tuple[int, ...]] = {
 }
 
 
+def _width(text: str) -> int | None:
+    """N of "w<N>" (N >= 1), else None."""
+    digits = text[1:]
+    return int(digits) if text.startswith("w") and digits.isdigit() and int(digits) else None
+
+
 def size_model(size: str) -> ModelConfig:
     """The model of one size. Raises ValueError naming the accepted forms."""
     if size in PRESETS:
         return ModelConfig(name="mlp", hidden=PRESETS[size])
-    if size.startswith("w") and size[1:].isdigit() and int(size[1:]) >= 1:
-        return ModelConfig(name="cnn", width=int(size[1:]))
+    name, _, width = size.rpartition(":")
+    sized = [n for n, entry in zoo.MODELS.items() if entry.size_key == "width"]
+    if _width(width) and (name in sized or not name):
+        return ModelConfig(name=name or "cnn", width=_width(width) or 1)
     widths = size.split("x")
     if all(width.isdigit() and int(width) >= 1 for width in widths):
         return ModelConfig(name="mlp", hidden=tuple(int(width) for width in widths))
     raise ValueError(
         f"size {size!r}: give a preset ({', '.join(PRESETS)}), MLP hidden widths such as "
-        "4096x4096, or w<N> for the CNN's width multiplier"
+        f"4096x4096, w<N> for the CNN's width multiplier, or <model>:w<N> for "
+        f"{', '.join(sized)}"
     )
 
 
 def size_overrides(size: str) -> list[str]:
     """The `--set` overrides of one size."""
     model = size_model(size)
-    if model.name == "cnn":
-        return ["model.name=cnn", f"model.width={model.width}"]
+    if zoo.MODELS[model.name].size_key == "width":
+        return [f"model.name={model.name}", f"model.width={model.width}"]
     return ["model.name=mlp", f"model.hidden=[{', '.join(map(str, model.hidden))}]"]
 
 
 def size_params(size: str) -> int:
     """Parameters of a size, for planning (the same count the runs record)."""
-    return weights.parameter_count(size_model(size))
+    return weights.parameter_count(zoo.describe(size_model(size)))

@@ -7,32 +7,35 @@ import pytest
 from common.core import config_io
 from common.data import mnist, synthetic
 from common.data.config import DataConfig
-from common.models import sizes, weights
+from common.models import layouts, sizes, weights, zoo
 from common.models.config import ModelConfig
 from common.report import sizes as size_axis
 from common.report.runs import RecordedRun
 from tests import reference
 from tests.records import epoch, start
+from tests.reference import net
 
 
 def test_named_sizes_have_the_parameter_counts_they_say():
     counted = {name: sizes.size_params(name) for name in sizes.PRESETS}
-    assert counted["0.1M"] == weights.parameter_count("mlp") == 109_386
+    assert counted["0.1M"] == weights.parameter_count(net("mlp")) == 109_386
     assert counted["10M"] == 10_171_402 and counted["100M"] == 99_652_618
     assert counted["300M"] == 306_923_530 and counted["1B"] == 1_086_832_650
     # by hand: 784*301 + 301 + 301*203 + 203 + 203*10 + 10
     assert sizes.size_params("301x203") == (784 * 301 + 301) + (301 * 203 + 203) + 2_040
-    cnn = weights.parameter_count(ModelConfig(name="cnn", width=2))
+    cnn = weights.parameter_count(net("cnn", width=2))
     assert (
         cnn
         == sizes.size_params("w2")
         == (9 * 64 + 64) + (9 * 64 * 128 + 128) + (128 * 144 * 256 + 256) + (256 * 10 + 10)
     )
+    assert sizes.size_params("resnet8:w2") == weights.parameter_count(net("resnet8", width=2))
+    assert sizes.size_overrides("resnet8:w2") == ["model.name=resnet8", "model.width=2"]
 
 
-@pytest.mark.parametrize("bad", ["", "12Q", "4096x", "w0", "0x10"])
+@pytest.mark.parametrize("bad", ["", "12Q", "4096x", "w0", "0x10", "mlp:w2", "resnet8:2"])
 def test_a_size_that_means_nothing_is_refused_with_the_forms(bad):
-    with pytest.raises(ValueError, match="preset .* 4096x4096, or w<N>"):
+    with pytest.raises(ValueError, match="preset .* 4096x4096, w<N> .* <model>:w<N> for cnn"):
         sizes.size_overrides(bad)
 
 
@@ -45,37 +48,41 @@ def test_model_size_keys_are_checked_where_they_are_set():
         ("model.hidden=[64, 0]", "one or more widths"),
         ("model.hidden=64", "model.hidden: expected a list, each an integer"),
         ("model.hidden=[1.5]", r"model.hidden\[0\]: expected an integer"),
-        ("model.width=2", "size the MLP with model.hidden"),
+        ("model.width=2", "size mlp with model.hidden"),
     ):
         with pytest.raises(ValueError, match=message):
             config_io.load_config(None, [override])
-    with pytest.raises(ValueError, match="size the CNN with model.width"):
-        config_io.load_config(None, ["model.name=cnn", "model.hidden=[8]"])
+    for name in ("cnn", "resnet8"):
+        with pytest.raises(ValueError, match=f"size {name} with model.width"):
+            config_io.load_config(None, [f"model.name={name}", "model.hidden=[8]"])
 
 
 def test_weights_drawn_in_pieces_equal_the_weights_drawn_at_once(monkeypatch):
-    model = ModelConfig(hidden=(301, 203))
+    model = net(hidden=(301, 203))
     at_once = weights.initial_weights(model, seed=3)
     monkeypatch.setattr(weights, "CHUNK", 1000)  # fc1 (235,984 values) in 236 pieces
     in_pieces = weights.initial_weights(model, seed=3)
     assert all(np.array_equal(at_once[name], in_pieces[name]) for name in at_once)
     # and the seed-size layers are the very values the project always drew
-    seed_mlp = weights.initial_weights("mlp", 0)
+    seed_mlp = weights.initial_weights(net("mlp"), 0)
     assert np.array_equal(
-        seed_mlp["fc1.weight"], weights.initial_weights(ModelConfig(), 0)["fc1.weight"]
+        seed_mlp["fc1.weight"],
+        weights.initial_weights(zoo.describe(ModelConfig()), 0)["fc1.weight"],
     )
 
 
 @pytest.mark.parametrize(
-    "model", [ModelConfig(hidden=(96, 80, 64)), ModelConfig(name="cnn", width=2)]
+    "model",
+    [net(hidden=(96, 80, 64)), net("cnn", width=2), net("resnet8", width=2)],
+    ids=["mlp", "cnn", "resnet8"],
 )
 def test_a_resized_model_keeps_torch_and_keras_layouts_equal(model, digits):
     canonical = weights.initial_weights(model, seed=0)
     images = mnist.normalize(digits.test_images[:4])
     torch_logits = reference.forward(model, weights.to_torch(canonical), images, "torch")
-    keras_logits = reference.forward(model, weights.to_keras(model, canonical), images, "keras")
+    keras_logits = reference.forward(model, layouts.to_keras(model, canonical), images, "keras")
     np.testing.assert_allclose(keras_logits, torch_logits, rtol=0, atol=1e-12)
-    back = weights.from_keras(model, weights.to_keras(model, canonical))
+    back = layouts.from_keras(model, layouts.to_keras(model, canonical))
     assert all(np.array_equal(back[name], canonical[name]) for name in canonical)
 
 

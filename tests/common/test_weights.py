@@ -3,55 +3,71 @@ import pytest
 
 from common.core import peak
 from common.data import mnist
-from common.models import weights
+from common.models import layouts, weights
 from common.models.config import ModelConfig
 from tests import reference
+from tests.reference import net
 
 
-@pytest.mark.parametrize("model", ["mlp", "cnn"])
+@pytest.mark.parametrize("model", ["mlp", "cnn", "resnet8"])
 def test_torch_and_keras_layouts_compute_the_same_logits(model, digits):
-    canonical = weights.initial_weights(model, seed=0)
+    described = net(model)
+    canonical = weights.initial_weights(described, seed=0)
+    if model == "resnet8":  # running statistics away from their start, so that they count
+        rng = np.random.default_rng(0)
+        for name in canonical:
+            if name.endswith(("running_mean", "running_var", "bn1.weight")):
+                canonical[name] = rng.uniform(0.5, 1.5, canonical[name].shape).astype("f4")
     images = mnist.normalize(digits.test_images[:16])
-    torch_logits = reference.forward(model, weights.to_torch(canonical), images, "torch")
-    keras_logits = reference.forward(model, weights.to_keras(model, canonical), images, "keras")
+    torch_logits = reference.forward(described, weights.to_torch(canonical), images, "torch")
+    keras_weights = layouts.to_keras(described, canonical)
+    keras_logits = reference.forward(described, keras_weights, images, "keras")
     assert torch_logits.shape == (16, 10)
     np.testing.assert_allclose(keras_logits, torch_logits, rtol=0, atol=1e-12)
 
 
 def test_a_wrong_flatten_order_would_be_caught(digits):
     """Guard the guard: transposing fc1 naively (no CHW->HWC reorder) changes the logits."""
-    canonical = weights.initial_weights("cnn", seed=0)
-    keras = weights.to_keras("cnn", canonical)
+    cnn = net("cnn")
+    canonical = weights.initial_weights(cnn, seed=0)
+    keras = layouts.to_keras(cnn, canonical)
     keras["fc1.kernel"] = canonical["fc1.weight"].T
     images = mnist.normalize(digits.test_images[:4])
-    right = reference.forward("cnn", weights.to_torch(canonical), images, "torch")
-    wrong = reference.forward("cnn", keras, images, "keras")
+    right = reference.forward(cnn, weights.to_torch(canonical), images, "torch")
+    wrong = reference.forward(cnn, keras, images, "keras")
     assert np.abs(right - wrong).max() > 1e-3
 
 
 def test_reference_conv_matches_the_definition():
+    from common.models.layers import Conv
+
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 6, 6))
     kernel = rng.standard_normal((4, 3, 3, 3))
-    bias = rng.standard_normal(4)
-    out = reference._conv_nchw(x, kernel, bias)
+    out = reference._conv(x, kernel, Conv("c", 3, 4, kernel=3), channels_last=False)
     n, o, i, j = 1, 2, 3, 1
-    by_hand = (x[n, :, i : i + 3, j : j + 3] * kernel[o]).sum() + bias[o]
+    by_hand = (x[n, :, i : i + 3, j : j + 3] * kernel[o]).sum()
     assert out.shape == (2, 4, 4, 4)
     assert out[n, o, i, j] == pytest.approx(by_hand)
+    strided = reference._conv(x, kernel, Conv("c", 3, 4, 3, stride=2, padding=1), False)
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    assert strided.shape == (2, 4, 3, 3)
+    assert strided[n, o, 1, 2] == pytest.approx((padded[n, :, 2:5, 4:7] * kernel[o]).sum())
 
 
-@pytest.mark.parametrize("model", ["mlp", "cnn"])
+@pytest.mark.parametrize("model", ["mlp", "cnn", "resnet8"])
 def test_keras_conversion_round_trips(model):
-    canonical = weights.initial_weights(model, seed=5)
-    back = weights.from_keras(model, weights.to_keras(model, canonical))
+    described = net(model)
+    canonical = weights.initial_weights(described, seed=5)
+    back = layouts.from_keras(described, layouts.to_keras(described, canonical))
     assert back.keys() == canonical.keys()
     assert all(np.array_equal(back[name], canonical[name]) for name in canonical)
 
 
 def test_initial_weights_follow_seed_and_torch_default_bounds():
-    first, again = weights.initial_weights("cnn", 1), weights.initial_weights("cnn", 1)
-    other = weights.initial_weights("cnn", 2)
+    cnn = net("cnn")
+    first, again = weights.initial_weights(cnn, 1), weights.initial_weights(cnn, 1)
+    other = weights.initial_weights(cnn, 2)
     assert all(np.array_equal(first[name], again[name]) for name in first)
     assert not np.array_equal(first["fc1.weight"], other["fc1.weight"])
     shapes = {name: array.shape for name, array in first.items()}
@@ -63,27 +79,58 @@ def test_initial_weights_follow_seed_and_torch_default_bounds():
         if array.size >= 1000:  # uniform over the whole interval: std = bound / sqrt(3)
             assert abs(array.std() * np.sqrt(3) / bound - 1) < 0.05
             assert abs(array.mean()) < 0.05 * bound
-    mlp = weights.initial_weights("mlp", 0)
+    mlp = weights.initial_weights(net("mlp"), 0)
     assert sum(array.size for array in mlp.values()) == 784 * 128 + 128 + 128 * 64 + 64 + 650
 
 
+def test_the_resnet_s_layers_its_batch_norm_start_and_its_size():
+    """ResNet-8: a stem and three basic blocks (the later two halve the image and widen it,
+    with a 1x1 convolution on the shortcut), 28 -> 14 -> 7, 16/32/64 channels."""
+    resnet = net("resnet8")
+    start = weights.initial_weights(resnet, 0)
+    convs = [name for name in start if name.endswith("weight") and start[name].ndim == 4]
+    assert convs == [
+        "conv1.weight",
+        "block1.conv1.weight",
+        "block1.conv2.weight",
+        "block2.conv1.weight",
+        "block2.conv2.weight",
+        "block2.shortcut.weight",
+        "block3.conv1.weight",
+        "block3.conv2.weight",
+        "block3.shortcut.weight",
+    ]
+    assert start["block3.shortcut.weight"].shape == (64, 32, 1, 1)
+    assert start["fc.weight"].shape == (10, 64) and "conv1.bias" not in start
+    assert np.all(start["bn1.weight"] == 1) and np.all(start["bn1.running_var"] == 1)
+    assert np.all(start["block2.bn2.bias"] == 0) and np.all(start["bn1.running_mean"] == 0)
+    params = weights.parameter_count(resnet)
+    wide = weights.parameter_count(net("resnet8", width=2))
+    assert params == 77_754 and 3.9 < wide / params < 4.0  # width^2, less the fixed head
+
+
 def test_unknown_model_is_refused():
-    with pytest.raises(ValueError, match="unknown model 'resnet'; allowed: mlp, cnn"):
-        weights.initial_weights("resnet", 0)
+    with pytest.raises(ValueError, match="model.name='resnet': allowed: mlp, cnn, resnet8"):
+        ModelConfig(name="resnet")
 
 
 def test_training_flops_per_sample_follow_the_layer_shapes():
     """By hand. CNN: conv1 26*26 outputs x 32 channels x 1*3*3, conv2 24*24 x 64 x 32*3*3,
-    fc1 9216 x 128, fc2 128 x 10. MLP: 784 x 128, 128 x 64, 64 x 10. Training: 6 per MAC."""
+    fc1 9216 x 128, fc2 128 x 10. MLP: 784 x 128, 128 x 64, 64 x 10. Training: 6 per MAC.
+    ResNet-8: stride-2 convolutions and their 1x1 shortcuts at the halved size."""
     cnn = 26 * 26 * 32 * 9 + 24 * 24 * 64 * 32 * 9 + 9216 * 128 + 128 * 10
-    assert weights.forward_macs("cnn") == cnn == 11_992_448
-    assert weights.train_flops_per_sample("cnn") == 6 * cnn == 71_954_688
-    assert weights.forward_macs("mlp") == 784 * 128 + 128 * 64 + 64 * 10 == 109_184
-    assert weights.train_flops_per_sample("mlp") == 655_104
-    wide = ModelConfig(name="cnn", width=2)  # channels x2: conv2 and fc1 MACs x4
+    assert weights.forward_macs(net("cnn")) == cnn == 11_992_448
+    assert weights.train_flops_per_sample(net("cnn")) == 6 * cnn == 71_954_688
+    assert weights.forward_macs(net("mlp")) == 784 * 128 + 128 * 64 + 64 * 10 == 109_184
+    assert weights.train_flops_per_sample(net("mlp")) == 655_104
+    wide = net("cnn", width=2)  # channels x2: conv2 and fc1 MACs x4
     assert weights.forward_macs(wide) == 26 * 26 * 64 * 9 + 24 * 24 * 128 * 64 * 9 + (
         18432 * 256 + 256 * 10
     )
+    resnet = 28 * 28 * 16 * 9 + 2 * 28 * 28 * 16 * 16 * 9  # stem, block 1
+    resnet += 14 * 14 * 32 * 16 * 9 + 14 * 14 * 32 * 32 * 9 + 14 * 14 * 32 * 16  # block 2
+    resnet += 7 * 7 * 64 * 32 * 9 + 7 * 7 * 64 * 64 * 9 + 7 * 7 * 64 * 32 + 64 * 10
+    assert weights.forward_macs(net("resnet8")) == resnet == 9_345_920
 
 
 def test_the_peak_is_measured_once_per_host_and_cached(tmp_path, monkeypatch):

@@ -20,16 +20,18 @@ from tf_impl.model import build_model, get_weights
 from tf_impl.optim import build_optimizer, set_learning_rate
 
 
-@pytest.mark.parametrize("name", ["mlp", "cnn"])
+@pytest.mark.parametrize("name", ["mlp", "cnn", "resnet8"])
 def test_model_starts_from_the_shared_weights(name, digits):
-    cfg = config_io.load_config(None, [f"model.name={name}", "train.seed=4"])
-    model = build_model(cfg.model, seed=4)
+    described = reference.net(name)
+    model = build_model(described, seed=4)
     images = normalize(digits.test_images[:8])
     logits = model(images[..., np.newaxis], training=False).numpy()
-    expected = reference.forward(name, weights.initial_weights(name, 4), images, "torch")
+    start = weights.initial_weights(described, 4)
+    expected = reference.forward(described, start, images, "torch")
     np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-5)
     exported = get_weights(model)
-    for key, array in weights.initial_weights(name, 4).items():
+    assert exported.keys() == start.keys()
+    for key, array in start.items():
         np.testing.assert_array_equal(exported[key], array)
 
 

@@ -13,7 +13,7 @@ import torch
 
 import compare
 from common.core import metrics
-from common.models.config import ModelConfig
+from tests.reference import net
 from tests.torch.conftest import train_command
 from torch_impl.parallel import wrap_units
 
@@ -55,11 +55,14 @@ def test_fsdp1_and_fsdp2_shard_the_same_units(wrap, expected):
 
 
 def test_wrapping_units_are_a_decision_on_the_layer_sizes():
-    model = ModelConfig(hidden=(301, 203, 101))
+    model = net(hidden=(301, 203, 101))
     assert wrap_units(model, "layer", 1) == ["fc1", "fc2", "fc3", "fc4"]
     assert wrap_units(model, "size", 61_306) == ["fc1", "fc2"]  # fc2 holds exactly 61,306
     assert wrap_units(model, "size", 61_307) == ["fc1"]
-    assert wrap_units(ModelConfig(name="cnn"), "size", 100_000) == ["fc1"]
+    assert wrap_units(net("cnn"), "size", 100_000) == ["fc1"]
+    resnet = ["conv1", "bn1", "block1", "block2", "block3", "fc"]  # a block is one unit
+    assert wrap_units(net("resnet8"), "layer", 1) == resnet
+    assert wrap_units(net("resnet8"), "size", 10_000) == ["block2", "block3"]
 
 
 @pytest.fixture(scope="module")

@@ -18,14 +18,15 @@ from torch_impl.optim import build_optimizer, implementation
 from torch_impl.parallel import check_options
 
 
-@pytest.mark.parametrize("name", ["mlp", "cnn"])
+@pytest.mark.parametrize("name", ["mlp", "cnn", "resnet8"])
 def test_model_starts_from_the_shared_weights(name, digits):
-    cfg = config_io.load_config(None, [f"model.name={name}", "train.seed=4"])
-    model = build_model(cfg.model, seed=4).eval()
+    described = reference.net(name)
+    model = build_model(described, seed=4).eval()
     images = normalize(digits.test_images[:8])
     with torch.no_grad():
         logits = model(torch.from_numpy(images).unsqueeze(1)).numpy()
-    expected = reference.forward(name, weights.initial_weights(name, 4), images, "torch")
+    expected = reference.forward(described, weights.initial_weights(described, 4), images, "torch")
+    assert set(model.state_dict()) == set(weights.initial_weights(described, 4))
     np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-5)
 
 
@@ -33,8 +34,8 @@ def test_the_cnn_convolves_channels_last_and_its_gradients_stay_exact():
     """The convolutional stage runs NHWC (oneDNN's fast path), the dense stage sees NCHW again,
     and the gradients match a float64 pass; the one-channel conv's gradient gets its
     parameter's strides back (DDP compares them)."""
-    cfg = config_io.load_config(None, ["model.name=cnn", "model.dropout=false"])
-    model = build_model(cfg.model, seed=0)
+    cnn = reference.net("cnn", dropout=False)
+    model = build_model(cnn, seed=0)
     seen = {}
     for name in ("conv2", "fc1"):
         getattr(model, name).register_forward_pre_hook(
@@ -47,7 +48,7 @@ def test_the_cnn_convolves_channels_last_and_its_gradients_stay_exact():
     assert not seen["conv2"].is_contiguous()
     assert seen["fc1"].is_contiguous()
     assert model.conv1.weight.grad.stride() == model.conv1.weight.stride()
-    exact = build_model(cfg.model, seed=0).double()
+    exact = build_model(cnn, seed=0).double()
     exact(images.double()).square().sum().backward()
     for (name, param), ref in zip(model.named_parameters(), exact.parameters(), strict=True):
         scale = ref.grad.abs().max().item()

@@ -10,7 +10,7 @@ import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
 from torch.distributed.tensor import DTensor, Shard
 
-from common.core import config_io
+from common.core import config_io, strategies
 from torch_impl.parallel import build_parallel
 
 PREFIX = "_fsdp_wrapped_module."
@@ -54,7 +54,8 @@ def main() -> None:
     report = {}
     for strategy in ("fsdp2", "fsdp1"):
         cfg = config_io.load_config(None, [*overrides, f"torch.strategy={strategy}"])
-        model = build_parallel(cfg, torch.device("cpu"))
+        dims = strategies.get("torch", strategy).dims(2, 2, cfg)
+        model = build_parallel(cfg, torch.device("cpu"), dims)
         report[strategy] = fsdp2_units(model) if strategy == "fsdp2" else fsdp1_units(model)
     print("UNITS " + json.dumps(report), flush=True)
     dist.destroy_process_group()
