@@ -160,9 +160,8 @@ def write_outputs(
     if size_rows:
         picture = sizeplot.plot_sizes(size_rows, out / "size.png")
         size = pages.SizeAxis(sizes.size_table_lines(size_rows), picture, sizeplot.CAPTION)
-    written = {"target": target, "size": size}
-    pages.write_html(rendered, notes, problems, path=out / "report.html", **written)
-    pages.write_markdown(rendered, notes, problems, path=out / "report.md", **written)
+    for write, name in ((pages.write_html, "report.html"), (pages.write_markdown, "report.md")):
+        write(rendered, notes, problems, path=out / name, target=target, size=size)
     all_rows = [{**group.key, **asdict(row)} for group in rendered for row in group.rows]
     (out / "report.csv").write_text(tables.csv_table(all_rows), encoding="utf-8")
     document = {
@@ -216,7 +215,8 @@ def _main(argv: list[str] | None) -> int:
     if args.target is not None and not 0 < args.target <= 1:
         parser.error(f"--target is an accuracy in (0, 1], got {args.target}")
     if args.assert_close:
-        return assert_close(*args.assert_close, args.rtol, args.steps)
+        first, second = args.assert_close
+        return assert_close(first, second, args.rtol, args.steps)
     if not args.results:
         parser.error("give result folders, metrics files or sweep manifests to compare")
     runs, problems, warnings = load_runs(args.results)

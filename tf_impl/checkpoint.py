@@ -58,17 +58,17 @@ def export_model(model: keras.Model, run_dir: Path, info: DistInfo) -> Path:
     Mirrored training must leave every worker with the same weights: checked, bit for bit."""
     canonical = get_weights(model)
     digest = zlib.crc32(b"".join(array.tobytes() for array in canonical.values()))
-    digests = collectives.gather_rows(
+    gathered = collectives.gather_rows(
         [digest],
         rank=info.rank,
         world_size=info.world_size,
         all_reduce_sum=lambda values: all_reduce_sum(values, info),
     )[:, 0]
-    digests = [int(value) for value in digests]
+    digests = [int(value) for value in gathered]
     if len(set(digests)) != 1:
         raise RuntimeError(f"the workers hold different weights after training: crc32 {digests}")
     path = run_dir / "model.npz"
     if info.is_chief:
-        np.savez(path, **canonical)
+        np.savez(path, **canonical)  # type: ignore[arg-type]  # names as keywords
     barrier(info)
     return path

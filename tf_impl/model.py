@@ -40,7 +40,7 @@ def get_weights(model: keras.Model) -> dict[str, np.ndarray]:
         layer = model.get_layer(layouts.keras_name(spot.name))
         parts = [
             keras_part
-            for part, keras_part in layouts.PARTS[spot.layer.kind].items()
+            for part, keras_part in spot.layer.keras_parts.items()
             if part in {**spot.layer.parameters(spot.inputs), **spot.layer.buffers(spot.inputs)}
         ]
         for keras_part, array in zip(parts, layer.get_weights(), strict=True):

@@ -129,8 +129,9 @@ class TfTrainer(TrainerBase):
     """tf_impl's side of `common.core.trainer.Trainer`: what only TensorFlow knows, nothing else."""
 
     framework = "tf"
-    framework_version = tf.__version__
+    framework_version = str(tf.__version__)
     dist, memory, checkpoint, gemm = dist, memory, checkpoint, gemm  # for TrainerBase
+    data: TfData
 
     def __init__(self, cfg: Config, info: dist.DistInfo):
         super().__init__(cfg, info)
@@ -221,7 +222,7 @@ class TfTrainer(TrainerBase):
         super().load_checkpoint(folder)
         self.applied_before = int(self.optimizer.iterations.numpy())  # of earlier launches
 
-    def describe_failure(self, failure: Exception) -> str:
+    def describe_failure(self, failure: BaseException) -> str:
         text = " ".join(str(failure).split())[:600]
         worker = f"worker {self.info.rank}"
         if isinstance(failure, PEER_ERRORS):

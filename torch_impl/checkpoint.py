@@ -35,11 +35,8 @@ def save_checkpoint(folder: Path, *, model: nn.Module, optimizer, info: DistInfo
 def load_checkpoint(folder: Path, *, model: nn.Module, optimizer, info: DistInfo) -> None:
     """Restore model, optimizer and this rank's RNG (collective)."""
     model_state, optim_state = get_state_dict(model, optimizer)
-    state = {"model": model_state, "optim": optim_state}
-    dcp.load(state, checkpoint_id=folder)
-    set_state_dict(
-        model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"]
-    )
+    dcp.load({"model": model_state, "optim": optim_state}, checkpoint_id=folder)  # in place
+    set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=optim_state)
     torch.set_rng_state(torch.load(folder / f"rng-rank{info.rank}.pt"))
     cuda_rng = folder / f"cuda-rng-rank{info.rank}.pt"
     if info.device.type == "cuda" and cuda_rng.is_file():
@@ -56,6 +53,6 @@ def export_model(model: nn.Module, run_dir: Path, info: DistInfo) -> Path:
     )
     path = run_dir / "model.pt"
     if info.is_chief:
-        torch.save({name: tensor.float() for name, tensor in state.items()}, path)
+        torch.save({name: torch.as_tensor(tensor).float() for name, tensor in state.items()}, path)
     barrier(info)
     return path

@@ -29,8 +29,8 @@ class DistInfo(cluster.RankView):
     device_type: str  # "cpu" or "gpu"
     device_name: str  # "cpu" or the GPU's name
     backend: str | None  # None: one process, no process group
-    store: object = None  # the rendezvous TCPStore; the chief's process serves it
-    threads: dict = field(default_factory=dict)  # {"intra_op": n, "inter_op": m}
+    store: torch_dist.TCPStore | None = None  # the rendezvous store; the chief serves it
+    threads: dict[str, int] = field(default_factory=dict)  # {"intra_op": n, "inter_op": m}
 
     @property
     def distributed(self) -> bool:
@@ -67,13 +67,10 @@ def setup_distributed(cfg: Config, spec: cluster.ClusterSpec) -> DistInfo:
     on_gpu = device.type == "cuda"
     if on_gpu:
         torch.cuda.set_device(device)
-    described = {
-        "device_type": "gpu" if on_gpu else "cpu",
-        "device_name": torch.cuda.get_device_name(device) if on_gpu else "cpu",
-        "threads": threads,
-    }
+    device_type = "gpu" if on_gpu else "cpu"
+    device_name = torch.cuda.get_device_name(device) if on_gpu else "cpu"
     if strategies.get("torch", cfg.torch.strategy).processes == "one":
-        return DistInfo(spec, device, **described, backend=None)
+        return DistInfo(spec, device, device_type, device_name, None, threads=threads)
     backend = torch_dist.get_default_backend_for_device(device)
     if backend == "nccl":  # read by ProcessGroupNCCL when init_process_group creates it
         os.environ.update(nccl.error_settings(os.environ))
@@ -102,12 +99,12 @@ def setup_distributed(cfg: Config, spec: cluster.ClusterSpec) -> DistInfo:
         timeout=dt.timedelta(seconds=cfg.dist.timeout_s),
         device_id=device if device.type == "cuda" else None,
     )
-    return DistInfo(spec, device, **described, backend=backend, store=store)
+    return DistInfo(spec, device, device_type, device_name, backend, store, threads)
 
 
 def versions(info: DistInfo) -> dict[str, str]:
     """torch's libraries that shape a run on this rank's device (CUDA, cuDNN, NCCL on a GPU)."""
-    found = {"torch": torch.__version__}
+    found = {"torch": str(torch.__version__)}
     if info.device.type == "cuda":
         found["cuda"] = str(torch.version.cuda)
         found["cudnn"] = str(torch.backends.cudnn.version())
@@ -145,6 +142,8 @@ def leave_together(info: DistInfo, timeout_s: float) -> None:
         return
     torch_dist.barrier()
     torch_dist.destroy_process_group()
+    if info.store is None:
+        return
     left = info.store.add("teardown", 1)
     deadline = time.monotonic() + timeout_s
     while info.is_chief and left < info.world_size and time.monotonic() < deadline:

@@ -96,6 +96,8 @@ class GlobalBatchNorm(nn.Module):
         self.momentum, self.eps = momentum, eps
         self.weight = nn.Parameter(torch.ones(features))
         self.bias = nn.Parameter(torch.zeros(features))
+        self.running_mean: torch.Tensor
+        self.running_var: torch.Tensor
         self.register_buffer("running_mean", torch.zeros(features))
         self.register_buffer("running_var", torch.ones(features))
 
@@ -135,7 +137,10 @@ def _all_reduce(tensor: torch.Tensor) -> torch.Tensor:
     """The sum over every rank, differentiable: the backward sums the gradients over the ranks
     too (torch's functional collectives register that autograd rule; the older
     torch.distributed.nn.functional.all_reduce does the same and is deprecated in torch 2.13)."""
-    return funcol.wait_tensor(funcol.all_reduce(tensor, "sum", torch_dist.group.WORLD))
+    world = torch_dist.group.WORLD
+    if world is None:
+        raise RuntimeError("batch statistics over several ranks need a process group")
+    return funcol.wait_tensor(funcol.all_reduce(tensor, "sum", world))
 
 
 class Dropout(nn.Module):

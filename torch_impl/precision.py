@@ -45,12 +45,10 @@ def apply_tf32(enabled: bool) -> dict[str, str]:
     `allow_tf32` from torch 2.9 on (docs: notes/cuda.html, "TensorFloat-32 (TF32) on Ampere
     (and later) devices"); they are plain flags on a machine without CUDA."""
     setting = "tf32" if enabled else "ieee"
+    conv = torch.backends.cudnn.conv  # type: ignore[attr-defined]  # set up at import
     torch.backends.cuda.matmul.fp32_precision = setting
-    torch.backends.cudnn.conv.fp32_precision = setting
-    return {
-        "matmul": torch.backends.cuda.matmul.fp32_precision,
-        "conv": torch.backends.cudnn.conv.fp32_precision,
-    }
+    conv.fp32_precision = setting
+    return {"matmul": torch.backends.cuda.matmul.fp32_precision, "conv": conv.fp32_precision}
 
 
 def _overflow_own_shard(optimizer: torch.optim.Optimizer) -> None:

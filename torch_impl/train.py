@@ -47,7 +47,7 @@ class CudaEventStepClock:
 
     def __init__(self) -> None:
         self.events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
-        self.start: torch.cuda.Event | None = None
+        self.start = torch.cuda.Event(enable_timing=True)
 
     def step_started(self) -> None:
         self.start = torch.cuda.Event(enable_timing=True)
@@ -95,17 +95,18 @@ def evaluate(model, data: TorchData, info: dist.DistInfo, amp: Amp) -> tuple[flo
         totals[0] += (losses * weights).sum()
         totals[1] += ((logits.argmax(dim=1) == labels).float() * weights).sum()
         totals[2] += weights.sum()
-    totals = dist.all_reduce_sum(totals.cpu().numpy(), info)
+    summed = dist.all_reduce_sum(totals.cpu().numpy(), info)
     model.train()
-    return float(totals[0] / totals[2]), float(totals[1] / totals[2])
+    return float(summed[0] / summed[2]), float(summed[1] / summed[2])
 
 
 class TorchTrainer(TrainerBase):
     """torch_impl's side of `common.core.trainer.Trainer`: what only torch knows, nothing else."""
 
     framework = "torch"
-    framework_version = torch.__version__
+    framework_version = str(torch.__version__)
     dist, memory, checkpoint, gemm = dist, memory, checkpoint, gemm  # for TrainerBase
+    data: TorchData
 
     def __init__(self, cfg: Config, info: dist.DistInfo):
         super().__init__(cfg, info)
@@ -175,7 +176,7 @@ class TorchTrainer(TrainerBase):
         super().load_checkpoint(folder)
         self.amp.load(folder, self.info.rank)
 
-    def describe_failure(self, failure: Exception) -> str:
+    def describe_failure(self, failure: BaseException) -> str:
         text = " ".join(str(failure).split())[:600]
         rank = f"rank {self.info.rank}"
         if isinstance(failure, torch.distributed.DistError):  # NCCL or gloo, raised in Python

@@ -13,7 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 MANIFEST = "manifest.json"
 PREFIX = "epoch-"
@@ -44,7 +46,7 @@ def _files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST)
 
 
-def write_manifest(folder: Path, *, epoch: int, extras: dict) -> Path:
+def write_manifest(folder: Path, *, epoch: int, extras: dict[str, Any]) -> Path:
     """Mark `folder` complete (the chief, after every rank has saved): checksums of all its
     files, then the manifest itself, written under another name and renamed into place."""
     files = {str(path.relative_to(folder)): sha256(path) for path in _files(folder)}
@@ -55,7 +57,7 @@ def write_manifest(folder: Path, *, epoch: int, extras: dict) -> Path:
     return manifest
 
 
-def read_manifest(folder: Path) -> dict:
+def read_manifest(folder: Path) -> dict[str, Any]:
     manifest = folder / MANIFEST
     try:
         content = json.loads(manifest.read_text(encoding="utf-8"))
@@ -91,7 +93,7 @@ def complete(run_dir: Path) -> list[Path]:
     return sorted((manifest.parent for manifest in folders), reverse=True)
 
 
-def newest_intact(run_dir: Path, warn) -> Path | None:
+def newest_intact(run_dir: Path, warn: Callable[[str], None]) -> Path | None:
     """The newest complete checkpoint whose files match their manifest; `warn(text)` hears of
     every newer one that does not. None when there is no complete checkpoint at all; a
     CheckpointError, naming the files, when there are some and none is intact."""

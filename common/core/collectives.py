@@ -32,17 +32,20 @@ def gather_texts(
     """Every rank's `text`, in rank order, on every rank. Two exchanges: the lengths, then the
     UTF-8 bytes padded to the longest, so no text is cut."""
     encoded = text.encode()
-    exchange = {"rank": rank, "world_size": world_size, "all_reduce_sum": all_reduce_sum}
-    lengths = gather_rows([len(encoded)], **exchange)[:, 0].astype(int)
+    lengths = gather_rows(
+        [len(encoded)], rank=rank, world_size=world_size, all_reduce_sum=all_reduce_sum
+    )[:, 0].astype(int)
     width = int(lengths.max())
     if width == 0:
         return [""] * world_size
-    table = gather_rows(list(encoded.ljust(width, b"\0")), **exchange).astype(np.uint8)
+    padded = list(encoded.ljust(width, b"\0"))
+    table = gather_rows(
+        padded, rank=rank, world_size=world_size, all_reduce_sum=all_reduce_sum
+    ).astype(np.uint8)
     return [bytes(row[:length]).decode() for row, length in zip(table, lengths, strict=True)]
 
 
 def broadcast_text(text: str, *, rank: int, world_size: int, all_reduce_sum: AllReduceSum) -> str:
     """The chief's (rank 0's) `text` on every rank."""
     sent = text if rank == 0 else ""
-    exchange = {"rank": rank, "world_size": world_size, "all_reduce_sum": all_reduce_sum}
-    return gather_texts(sent, **exchange)[0]
+    return gather_texts(sent, rank=rank, world_size=world_size, all_reduce_sum=all_reduce_sum)[0]

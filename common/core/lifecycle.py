@@ -22,9 +22,9 @@ from common.core.cli import RunOptions
 from common.core.config import Config
 from common.core.config_io import save_config, to_dict
 from common.core.console import console_line
+from common.core.contract import Trainer
 from common.core.metrics import METRICS_FILENAME, MetricsWriter, from_json, to_json
 from common.core.records import Epoch, Record, Resume, Status
-from common.core.trainer import Trainer
 from common.launch.cluster import ClusterSpec, unique_stamp
 
 # What a decision on the chief may raise, so that every rank raises it too.
@@ -70,6 +70,13 @@ def run_name(cfg: Config, framework: str, strategy: str, spec: ClusterSpec) -> s
         return cfg.output.run_name
     stamp = spec.launch_id or unique_stamp()
     return f"{framework}-{strategy}-{cfg.model.name}-w{spec.world_size}-{stamp}"
+
+
+def _epoch(saved: object) -> Epoch:
+    record = from_json(saved, where="checkpoint manifest")
+    if not isinstance(record, Epoch):
+        raise checkpoints.CheckpointError(f"the manifest holds a {record.KIND} among its epochs")
+    return record
 
 
 def _warn(text: str) -> None:
@@ -147,7 +154,7 @@ class Run:
             return 0, 0.0
         manifest = checkpoints.read_manifest(self.resume_from)
         self.trainer.load_checkpoint(self.resume_from)
-        self.epochs[:] = [from_json(saved) for saved in manifest["epoch_records"]]
+        self.epochs[:] = [_epoch(saved) for saved in manifest["epoch_records"]]
         self.time_before_s = manifest["run_time_s"]
         self.write(
             Resume(

@@ -11,6 +11,7 @@ few collectives the driver needs.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 import traceback
@@ -22,6 +23,7 @@ import numpy as np
 from common.core import memory, precision, recorder
 from common.core.cli import RunOptions
 from common.core.config import Config
+from common.core.contract import Trainer
 from common.core.lastwords import LastWords
 from common.core.lifecycle import Run, exchange
 from common.core.optim import learning_rate
@@ -29,7 +31,6 @@ from common.core.progress import Progress
 from common.core.records import Status, Step
 from common.core.resume import RunRefused
 from common.core.stops import PREEMPTED_EXIT, STOP_WAIT_S, Aborted, PeerFailed, Preempted, Stops
-from common.core.trainer import Trainer
 from common.models import weights
 
 
@@ -66,7 +67,7 @@ def train_epoch(
             epoch=epoch,
             step=step + 1,
             train_s=time.perf_counter() - start - paused,
-            loss=lambda loss=loss: float(loss) * share,
+            loss=functools.partial(_chief_mean, loss, share),
         )
         clock.step_started()
     trainer.synchronize()
@@ -80,6 +81,11 @@ def train_epoch(
     return recorder.EpochResult(
         loss=float(total) / steps, time_s=train_time, step_times=step_times, lr=lr, steps=steps
     )
+
+
+def _chief_mean(share_of_loss: SupportsFloat, shares: int) -> float:
+    """The chief's own mean loss from its share of the global mean."""
+    return float(share_of_loss) * shares
 
 
 def train_epochs(

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from common.core import cli, devices, loop
 from common.core.config import Config
 from common.core.config_io import config_from_args
-from common.core.trainer import Trainer
+from common.core.contract import Trainer
 from common.data import mnist
 from common.launch import environment
 from common.launch.cluster import ClusterSpec

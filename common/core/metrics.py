@@ -107,7 +107,7 @@ def _check_float(name: str, value: Any, diverges: bool, where: str) -> None:
 
 def _build(kind: type, raw: dict[str, Any], where: str) -> Any:
     """An instance of dataclass `kind` from JSON object `raw`, every field checked."""
-    values = {}
+    values: dict[str, Any] = {}
     hints = _hints(kind)
     for spec in dataclasses.fields(kind):
         name, tp = spec.name, hints[spec.name]
@@ -133,7 +133,7 @@ def _build(kind: type, raw: dict[str, Any], where: str) -> Any:
             expected = ", ".join(repr(choice) for choice in choices)
             raise MetricsError(f"{where}: field '{name}' is {value!r}, expected one of {expected}")
         item = _item_type(tp)
-        if dataclasses.is_dataclass(item) and value is not None:
+        if isinstance(item, type) and dataclasses.is_dataclass(item) and value is not None:
             value = [_entry(item, entry, f"{where} {name}[{i}]") for i, entry in enumerate(value)]
         elif item is not None and value is not None:
             for entry in value:

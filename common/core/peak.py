@@ -21,6 +21,7 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 CACHE_VARIABLE = "SUITE_CACHE_DIR"
 REPEATS = 5
@@ -45,7 +46,7 @@ def cache_path() -> Path:
     return Path(folder) / "peak_flops.json"
 
 
-def _read(path: Path) -> dict:
+def _read(path: Path) -> dict[str, Any]:
     try:
         table = json.loads(path.read_text())
     except (OSError, ValueError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from common.core.collectives import AllReduceSum, gather_rows
 from common.core.records import Epoch
@@ -33,7 +34,7 @@ DIGEST_MODULUS = 2**52
 FORCE_OVERFLOW_VARIABLE = "SUITE_FORCE_OVERFLOW"
 
 
-def numerics(*, precision: str, tf32: bool, loss_scaling: bool, device_type: str) -> dict:
+def numerics(*, precision: str, tf32: bool, loss_scaling: bool, device_type: str) -> dict[str, Any]:
     """The run_start description of what `precision` computes in, on this run's device."""
     return {
         "param_dtype": "fp32",

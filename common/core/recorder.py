@@ -14,9 +14,9 @@ from common.core import peak, provenance
 from common.core.clocks import percentiles
 from common.core.config import Config
 from common.core.config_io import config_hash, to_dict
+from common.core.contract import Trainer
 from common.core.precision import ReplicaState
 from common.core.records import SCHEMA_VERSION, Epoch, MemoryEntry, RunEnd, RunStart, Status
-from common.core.trainer import Trainer
 from common.models import weights
 
 

@@ -8,7 +8,9 @@ same framework, strategy, world size and config, except for the keys in MAY_CHAN
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from common.core import checkpoints
 from common.core.cli import RunOptions
@@ -31,7 +33,9 @@ class RunRefused(ValueError):
     """The launch asks for something that would mix two runs; nothing was written (exit 2)."""
 
 
-def identity(*, framework: str, strategy: str, world_size: int, config: dict) -> dict:
+def identity(
+    *, framework: str, strategy: str, world_size: int, config: dict[str, Any]
+) -> dict[str, Any]:
     """What a checkpoint records of the run that wrote it."""
     return {
         "framework": framework,
@@ -41,7 +45,7 @@ def identity(*, framework: str, strategy: str, world_size: int, config: dict) ->
     }
 
 
-def conflicts(saved: dict, current: dict) -> list[str]:
+def conflicts(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """Why the run described by `current` (an `identity`) may not go on from a checkpoint
     whose manifest is `saved`; empty when it may."""
     found = [
@@ -64,7 +68,7 @@ def conflicts(saved: dict, current: dict) -> list[str]:
     return found
 
 
-def launch_identity(spec: ClusterSpec) -> dict:
+def launch_identity(spec: ClusterSpec) -> dict[str, Any]:
     """What `LAUNCH_FILE` records of the launch that creates a run folder."""
     return {"slurm_job_id": spec.slurm_job_id, "cluster": spec.cluster_name}
 
@@ -99,7 +103,9 @@ def _create(run_dir: Path, spec: ClusterSpec, *, exist_ok: bool) -> None:
     (run_dir / LAUNCH_FILE).write_text(launch, encoding="utf-8")
 
 
-def prepare_folder(run_dir: Path, options: RunOptions, spec: ClusterSpec, warn) -> str:
+def prepare_folder(
+    run_dir: Path, options: RunOptions, spec: ClusterSpec, warn: Callable[[str], None]
+) -> str:
     """Create the run folder and return its name: exclusively for a new run (mkdir is atomic,
     so of two launches racing for one name only one gets it), or reuse it for --resume, and for
     --auto-resume when it is this launch's own run. A SLURM job's --auto-resume that finds
@@ -129,7 +135,9 @@ def prepare_folder(run_dir: Path, options: RunOptions, spec: ClusterSpec, warn) 
     return run_dir.name
 
 
-def choose_checkpoint(run_dir: Path, options: RunOptions, current: dict, warn) -> dict:
+def choose_checkpoint(
+    run_dir: Path, options: RunOptions, current: dict[str, Any], warn: Callable[[str], None]
+) -> dict[str, Any]:
     """What the chief decides for this launch: {"folder": name or None}. Raises RunRefused for
     --resume without a checkpoint or a checkpoint of another run, CheckpointError when there
     are checkpoints and none is intact."""

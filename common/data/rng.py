@@ -20,7 +20,8 @@ def splitmix64(counters: np.ndarray) -> np.ndarray:
         z = counters.astype(np.uint64) * _GOLDEN + _GOLDEN
         z = (z ^ (z >> np.uint64(30))) * _MIX1
         z = (z ^ (z >> np.uint64(27))) * _MIX2
-        return z ^ (z >> np.uint64(31))
+        mixed: np.ndarray = z ^ (z >> np.uint64(31))
+        return mixed
 
 
 def stream_key(*parts: int) -> np.uint64:
@@ -30,7 +31,8 @@ def stream_key(*parts: int) -> np.uint64:
         if part < 0:
             raise ValueError(f"stream key parts must be >= 0, got {part}")
         key = splitmix64(key ^ np.uint64(part))
-    return key[0]
+    folded: np.uint64 = key[0]
+    return folded
 
 
 def random_bits(key: np.uint64, count: int, start: int = 0) -> np.ndarray:
@@ -42,4 +44,5 @@ def random_bits(key: np.uint64, count: int, start: int = 0) -> np.ndarray:
 
 def uniform(key: np.uint64, count: int, start: int = 0) -> np.ndarray:
     """`count` float64 values in [0, 1) with 53 random bits each (from value `start` on)."""
-    return (random_bits(key, count, start) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    values: np.ndarray = (random_bits(key, count, start) >> np.uint64(11)).astype(np.float64)
+    return values * 2.0**-53

@@ -15,6 +15,7 @@ import socket
 import time
 from collections.abc import MutableMapping
 from dataclasses import dataclass
+from typing import Any
 
 LAUNCHER_MARK = "SUITE_LAUNCHER"
 # slurm/task.sh sets it to 1 after narrowing CUDA_VISIBLE_DEVICES to its task's own GPU.
@@ -51,7 +52,7 @@ class ClusterSpec:
     def is_chief(self) -> bool:
         return self.rank == 0
 
-    def tf_config(self) -> dict:
+    def tf_config(self) -> dict[str, Any]:
         """The TF_CONFIG of this task: every rank is a worker, this process is worker `rank`."""
         if len(self.hosts) != self.world_size or len(self.tf_ports) != self.world_size:
             raise ClusterError(

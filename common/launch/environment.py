@@ -19,6 +19,7 @@ import json
 import os
 import socket
 from collections.abc import Mapping
+from typing import Any
 
 from common.launch.cluster import (
     LAUNCHER_MARK,
@@ -95,7 +96,7 @@ def _from_torchrun(env: Mapping[str, str]) -> ClusterSpec:
     )
 
 
-def _slurm_job(env: Mapping[str, str]) -> dict:
+def _slurm_job(env: Mapping[str, str]) -> dict[str, Any]:
     """Which SLURM job (and which start of it) this process belongs to, if any."""
     restarts = env.get("SLURM_RESTART_COUNT") or "0"
     return {

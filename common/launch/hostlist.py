@@ -27,7 +27,9 @@ class HostlistError(ValueError):
 def _split_top_level(text: str) -> list[str]:
     """Split on commas and whitespace that are not inside brackets (SLURM takes both); an
     empty entry between commas is refused."""
-    items, depth, current = [], 0, []
+    items: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text + ",":
         if char == "[":
             depth += 1
@@ -51,7 +53,7 @@ def _split_top_level(text: str) -> list[str]:
 
 
 def _expand_range_set(body: str, text: str) -> list[str]:
-    values = []
+    values: list[str] = []
     for part in body.split(","):
         match = re.fullmatch(r"(\d+)(?:-(\d+))?", part.strip())
         if not match:

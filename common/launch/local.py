@@ -21,6 +21,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import IO
 
 from common.launch.cluster import (
     LAUNCHER_MARK,
@@ -59,7 +60,7 @@ def rank_environments(nproc: int, base_env: dict[str, str]) -> list[dict[str, st
     return environments
 
 
-def _relay(rank: int, stream, lock: threading.Lock) -> None:
+def _relay(rank: int, stream: IO[bytes], lock: threading.Lock) -> None:
     for line in iter(stream.readline, b""):
         with lock:
             sys.stdout.buffer.write(f"[rank {rank}] ".encode() + line)
@@ -67,7 +68,7 @@ def _relay(rank: int, stream, lock: threading.Lock) -> None:
     stream.close()
 
 
-def _signal_group(process: subprocess.Popen, signum: int) -> None:
+def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
     try:
         os.killpg(process.pid, signum)
     except ProcessLookupError:
@@ -84,7 +85,7 @@ def _describe(returncode: int) -> str:
     return f"exit code {returncode}"
 
 
-def _first_failure(processes: list[subprocess.Popen]) -> tuple[int, int] | None:
+def _first_failure(processes: list[subprocess.Popen[bytes]]) -> tuple[int, int] | None:
     """(rank, returncode) of the rank that failed, among those found dead in one pass. A rank
     killed by a signal is the cause rather than a peer that then failed in a collective."""
     failed = [(rank, p.returncode) for rank, p in enumerate(processes) if p.returncode]
@@ -99,7 +100,8 @@ def run(command: list[str], nproc: int, grace_s: float = 5.0) -> int:
     SIGKILL after another `grace_s`. Before SIGTERM the launcher writes why into the file named
     by SUITE_STOP_REASON, which a rank's SIGTERM handler reads into its run_end."""
     lock = threading.Lock()
-    processes, relays = [], []
+    processes: list[subprocess.Popen[bytes]] = []
+    relays: list[threading.Thread] = []
     reason_dir = tempfile.TemporaryDirectory(prefix="suite-launch-")
     reason_file = Path(reason_dir.name) / "stop-reason"
     base_env = {**os.environ, STOP_REASON_VARIABLE: str(reason_file)}
@@ -141,7 +143,7 @@ def run(command: list[str], nproc: int, grace_s: float = 5.0) -> int:
                     f"the launcher was stopped by {signal.Signals(interrupted[0]).name}"
                 )
                 term_at = now
-            if failure and term_at is None and now > failed_at + grace_s:
+            if failure and term_at is None and failed_at is not None and now > failed_at + grace_s:
                 rank, returncode = failure
                 reason_file.write_text(f"rank {rank} failed ({_describe(returncode)})")
                 term_at = now

@@ -48,7 +48,9 @@ def port_windows(ephemeral: tuple[int, int]) -> tuple[int, int]:
     return best
 
 
-def slurm_port_base(job_id: str, step_id: str = "", ephemeral: tuple[int, int] | None = None):
+def slurm_port_base(
+    job_id: str, step_id: str = "", ephemeral: tuple[int, int] | None = None
+) -> int:
     """The first port of a step's window: two steps of one job, running at once, get
     different windows (unless there are more steps than windows)."""
     try:

@@ -18,6 +18,7 @@ import json
 import socket
 import sys
 import time
+from typing import Any
 
 from common.launch.cluster import ClusterSpec
 
@@ -37,7 +38,7 @@ def _describe(spec: ClusterSpec, ranks: list[int]) -> str:
     return ", ".join(where(rank) for rank in ranks)
 
 
-def _send(connection: socket.socket, message: dict) -> None:
+def _send(connection: socket.socket, message: dict[str, Any]) -> None:
     try:
         connection.sendall(json.dumps(message).encode() + b"\n")
     except OSError:

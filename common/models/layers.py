@@ -23,6 +23,8 @@ class Layer:
     """A step of a model with no parameters of its own (ReLU and the like)."""
 
     kind: ClassVar[str] = "layer"
+    keras_parts: ClassVar[dict[str, str]] = {}
+    """Canonical part -> the Keras layer's weight, in the Keras layer's order."""
     name: str = ""
 
     def output_shape(self, shape: Shape) -> Shape:
@@ -50,6 +52,7 @@ class Layer:
 @dataclass(frozen=True)
 class Conv(Layer):
     kind: ClassVar[str] = "conv"
+    keras_parts: ClassVar[dict[str, str]] = {"weight": "kernel", "bias": "bias"}
     inputs: int = 0
     outputs: int = 0
     kernel: int = 3
@@ -83,6 +86,7 @@ class Conv(Layer):
 @dataclass(frozen=True)
 class Dense(Layer):
     kind: ClassVar[str] = "dense"
+    keras_parts: ClassVar[dict[str, str]] = {"weight": "kernel", "bias": "bias"}
     inputs: int = 0
     outputs: int = 0
 
@@ -109,6 +113,12 @@ class BatchNorm(Layer):
     global batch compute the same (synchronized batch normalization)."""
 
     kind: ClassVar[str] = "batchnorm"
+    keras_parts: ClassVar[dict[str, str]] = {
+        "weight": "gamma",
+        "bias": "beta",
+        "running_mean": "moving_mean",
+        "running_var": "moving_variance",
+    }
     features: int = 0
     momentum: float = 0.1
     eps: float = 1e-5

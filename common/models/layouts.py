@@ -5,7 +5,8 @@
             also has its rows reordered from (C, H, W) to Keras' (H, W, C) flatten order
   batchnorm weight, bias, running_mean, running_var -> gamma, beta, moving_mean,
             moving_variance
-Keras names a layer by the canonical name with "." written "__" (`keras_name`).
+Each layer kind names its parts' Keras names (`common.models.layers.Layer.keras_parts`); Keras
+names a layer by the canonical name with "." written "__" (`keras_name`).
 """
 
 from __future__ import annotations
@@ -14,18 +15,6 @@ import numpy as np
 
 from common.models.weights import Placed, flatten_input, parameter_layers
 from common.models.zoo import Net
-
-# canonical part -> Keras part, per layer kind; the order is the Keras layer's weights' order.
-PARTS = {
-    "conv": {"weight": "kernel", "bias": "bias"},
-    "dense": {"weight": "kernel", "bias": "bias"},
-    "batchnorm": {
-        "weight": "gamma",
-        "bias": "beta",
-        "running_mean": "moving_mean",
-        "running_var": "moving_variance",
-    },
-}
 
 
 def keras_name(name: str) -> str:
@@ -60,7 +49,7 @@ def _kernel_from_keras(net: Net, spot: Placed, kernel: np.ndarray) -> np.ndarray
 def layer_to_keras(net: Net, spot: Placed, arrays: dict[str, np.ndarray]) -> list[np.ndarray]:
     """One layer's canonical arrays as its Keras layer's weights, in their order."""
     out = []
-    for part, keras_part in PARTS[spot.layer.kind].items():
+    for part, keras_part in spot.layer.keras_parts.items():
         if part not in arrays:
             continue
         array = arrays[part]
@@ -74,7 +63,7 @@ def to_keras(net: Net, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """{"conv1.kernel": HWIO, "fc1.kernel": [in, out], "bn1.gamma": ..., ...}."""
     converted = {}
     for spot in parameter_layers(net):
-        for part, keras_part in PARTS[spot.layer.kind].items():
+        for part, keras_part in spot.layer.keras_parts.items():
             if f"{spot.name}.{part}" not in weights:
                 continue
             array = weights[f"{spot.name}.{part}"]
@@ -88,7 +77,7 @@ def from_keras(net: Net, keras_weights: dict[str, np.ndarray]) -> dict[str, np.n
     """The inverse of `to_keras`: Keras-layout weights back to the canonical layout."""
     canonical = {}
     for spot in parameter_layers(net):
-        for part, keras_part in PARTS[spot.layer.kind].items():
+        for part, keras_part in spot.layer.keras_parts.items():
             if f"{spot.name}.{keras_part}" not in keras_weights:
                 continue
             array = keras_weights[f"{spot.name}.{keras_part}"]

@@ -10,6 +10,7 @@ import html
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from common.report import verdict
 from common.report.rows import Row
@@ -43,7 +44,7 @@ STYLE = (
 
 @dataclass
 class Group:
-    key: dict
+    key: dict[str, Any]
     rows: list[Row]
     runs: list[RecordedRun]
     pictures: list[Path]

@@ -6,7 +6,9 @@ and series that share points are nudged apart sideways, so none hides another.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from common.core import strategies
 from common.report.rows import Row
@@ -30,7 +32,7 @@ MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "*"]
 LINES = ["-", "--", "-.", ":"]
 
 
-def _pyplot():
+def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError:
@@ -43,7 +45,7 @@ def _pyplot():
     return plt
 
 
-def style(name: str) -> dict:
+def style(name: str) -> dict[str, Any]:
     """Colour, marker and line style of a series named '<framework> <strategy>...'."""
     base = " ".join(name.split()[:2])
     index = KNOWN.index(base) if base in KNOWN else len(KNOWN) + sum(map(ord, base)) % 5
@@ -54,7 +56,7 @@ def style(name: str) -> dict:
     }
 
 
-def run_style(run: RecordedRun) -> dict:
+def run_style(run: RecordedRun) -> dict[str, Any]:
     """A run's line: its framework x strategy's colour and marker; the line style and a hollow
     marker tell its worker counts apart."""
     look = style(run.label)
@@ -93,7 +95,9 @@ def _series(rows: list[Row], key: str) -> dict[str, tuple[list[int], list[float]
     return lines
 
 
-def _draw_series(axis, series: dict, factor: float = 1.0, label_values: bool = False) -> None:
+def _draw_series(
+    axis: Any, series: dict[str, Any], factor: float = 1.0, label_values: bool = False
+) -> None:
     """Each series with its style, nudged sideways (in log2 space) so equal points stay seen."""
     count = len(series)
     for index, (name, (workers, values)) in enumerate(series.items()):
@@ -114,7 +118,7 @@ def _draw_series(axis, series: dict, factor: float = 1.0, label_values: bool = F
                 )
 
 
-def _worker_axis(axis, rows: list[Row]) -> None:
+def _worker_axis(axis: Any, rows: list[Row]) -> None:
     worlds = sorted({row.world for row in rows})
     axis.set_xscale("log", base=2)
     axis.set_xticks(worlds, [str(w) for w in worlds])
@@ -123,7 +127,7 @@ def _worker_axis(axis, rows: list[Row]) -> None:
     axis.grid(True, which="both", alpha=0.3)
 
 
-def _readable_log_y(axis) -> None:
+def _readable_log_y(axis: Any) -> None:
     from matplotlib import ticker
 
     axis.set_yscale("log")
@@ -137,13 +141,13 @@ def number(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
-def _thousands():
+def _thousands() -> Any:
     from matplotlib import ticker
 
     return ticker.FuncFormatter(lambda value, _: number(value))
 
 
-def _save(figure, path: Path, plt) -> None:
+def _save(figure: Any, path: Path, plt: Any) -> None:
     for axis in figure.axes:
         if axis.get_legend_handles_labels()[0]:
             axis.legend(fontsize=8)
@@ -152,7 +156,7 @@ def _save(figure, path: Path, plt) -> None:
     plt.close(figure)
 
 
-def plot_epoch_time(rows: list[Row], path: Path, plt) -> None:
+def plot_epoch_time(rows: list[Row], path: Path, plt: Any) -> None:
     figure, axis = plt.subplots(figsize=(7, 4.5))
     series = _series(rows, "epoch_s")
     _draw_series(axis, series)
@@ -174,7 +178,9 @@ def plot_epoch_time(rows: list[Row], path: Path, plt) -> None:
     _save(figure, path, plt)
 
 
-def _worker_panels(rows: list[Row], plt, panels: list[tuple]) -> list:
+def _worker_panels(
+    rows: list[Row], plt: Any, panels: list[tuple[str, float, str, str]]
+) -> list[Any]:
     """One panel per (row key, factor, y label, title), each series against workers."""
     figure, axes = plt.subplots(1, len(panels), figsize=(11, 4.5))
     for axis, (key, factor, ylabel, title) in zip(axes, panels, strict=True):
@@ -186,7 +192,7 @@ def _worker_panels(rows: list[Row], plt, panels: list[tuple]) -> list:
     return [figure, *axes]
 
 
-def plot_throughput(rows: list[Row], path: Path, plt) -> None:
+def plot_throughput(rows: list[Row], path: Path, plt: Any) -> None:
     figure, _, efficiency = _worker_panels(
         rows,
         plt,
@@ -204,7 +210,7 @@ def plot_throughput(rows: list[Row], path: Path, plt) -> None:
     _save(figure, path, plt)
 
 
-def plot_curves(runs: list[RecordedRun], path: Path, plt) -> None:
+def plot_curves(runs: list[RecordedRun], path: Path, plt: Any) -> None:
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
     for index, run in enumerate(runs):
         epochs = [e.epoch + 0.03 * (index - (len(runs) - 1) / 2) for e in run.epochs]
@@ -222,7 +228,7 @@ def plot_curves(runs: list[RecordedRun], path: Path, plt) -> None:
     _save(figure, path, plt)
 
 
-def plot_accuracy_time(runs: list[RecordedRun], target: float, path: Path, plt) -> None:
+def plot_accuracy_time(runs: list[RecordedRun], target: float, path: Path, plt: Any) -> None:
     figure, axis = plt.subplots(figsize=(7, 4.5))
     for run in runs:
         seconds = [e.elapsed_s for e in run.epochs]
@@ -238,7 +244,7 @@ def plot_accuracy_time(runs: list[RecordedRun], target: float, path: Path, plt) 
     _save(figure, path, plt)
 
 
-def plot_memory(rows: list[Row], path: Path, plt) -> None:
+def plot_memory(rows: list[Row], path: Path, plt: Any) -> None:
     counts = "; ".join(sorted({r.peak_counts for r in rows if r.peak_counts}))
     figure, *_ = _worker_panels(
         rows,
@@ -256,7 +262,7 @@ def plot_memory(rows: list[Row], path: Path, plt) -> None:
     _save(figure, path, plt)
 
 
-def plot_steps(runs: list[RecordedRun], path: Path, plt) -> bool:
+def plot_steps(runs: list[RecordedRun], path: Path, plt: Any) -> bool:
     with_steps = [run for run in runs if run.steps]
     if not with_steps:
         return False
@@ -277,14 +283,15 @@ def write_plots(
 ) -> list[Path]:
     plt = _pyplot()
     folder.mkdir(parents=True, exist_ok=True)
+    drawings: dict[str, Callable[[Path], None]] = {
+        "epoch_time.png": lambda path: plot_epoch_time(rows, path, plt),
+        "throughput_scaling.png": lambda path: plot_throughput(rows, path, plt),
+        "val_curves.png": lambda path: plot_curves(runs, path, plt),
+        "accuracy_time.png": lambda path: plot_accuracy_time(runs, target, path, plt),
+        "memory.png": lambda path: plot_memory(rows, path, plt),
+    }
     written = []
-    for name, draw in (
-        ("epoch_time.png", lambda path: plot_epoch_time(rows, path, plt)),
-        ("throughput_scaling.png", lambda path: plot_throughput(rows, path, plt)),
-        ("val_curves.png", lambda path: plot_curves(runs, path, plt)),
-        ("accuracy_time.png", lambda path: plot_accuracy_time(runs, target, path, plt)),
-        ("memory.png", lambda path: plot_memory(rows, path, plt)),
-    ):
+    for name, draw in drawings.items():
         draw(folder / name)
         written.append(folder / name)
     if plot_steps(runs, folder / "step_loss.png", plt):

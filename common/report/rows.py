@@ -60,6 +60,16 @@ class Row:
     def name(self) -> str:
         return f"{self.framework} {self.strategy} x{self.world}"
 
+    @property
+    def speed(self) -> float:
+        """samples/s, 0 where no epoch was timed."""
+        return self.samples_s or 0.0
+
+    @property
+    def state(self) -> float:
+        """MiB of training state per rank, 0 where unknown."""
+        return self.state_mib or 0.0
+
 
 Group = tuple[dict[str, Any], list[RecordedRun]]
 
@@ -170,7 +180,8 @@ def add_efficiency(rows: list[Row]) -> None:
     for row in rows:
         ones = [r for r in rows if r.framework == row.framework and r.world == 1]
         same = [r for r in ones if r.strategy == row.strategy]
-        base = (same or ones or [None])[0]
+        candidates = same or ones
+        base = candidates[0] if candidates else None
         if base is not None and base.samples_s and row.samples_s:
             row.efficiency = row.samples_s / (row.world * base.samples_s)
             row.baseline = f"{base.strategy} x1"

@@ -45,10 +45,10 @@ def size_rows(runs: list[RecordedRun]) -> list[SizeRow]:
         params = run.start.model_params
         if params is None or not run.epochs:
             continue
-        rest = {k: v for k, v in run.comparable().items() if k not in SIZE_KEYS}
+        others = {k: v for k, v in run.comparable().items() if k not in SIZE_KEYS}
         start = run.start
         series = (start.framework, start.strategy, start.world_size, run.layout)
-        cells.setdefault((*series, repr(sorted(rest.items())), params), []).append(run)
+        cells.setdefault((*series, repr(sorted(others.items())), params), []).append(run)
     rows = []
     for (framework, strategy, world, layout, rest, params), members in sorted(cells.items()):
         summaries = [run.summary() for run in members]

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
+from collections.abc import Iterable
 
 from common.report.rows import Row
 from common.report.runs import RecordedRun
 
 AGREE_POINTS = 0.5  # final accuracies within this many percentage points "agree"
-
-
-def _name(row: Row) -> str:
-    return f"{row.framework} {row.strategy} x{row.world}"
 
 
 def _interval(row: Row, key: str, scale: float = 1.0, digits: int = 0) -> str:
@@ -23,15 +20,19 @@ def _interval(row: Row, key: str, scale: float = 1.0, digits: int = 0) -> str:
     return f" [95% interval {low / scale:,.{digits}f}-{high / scale:,.{digits}f}]"
 
 
+def _label(row: Row) -> str:
+    return row.name
+
+
 def sentences(rows: list[Row], target: float) -> list[str]:
     """The verdict of one group of comparable runs."""
-    timed = [row for row in rows if row.samples_s]
+    timed = [row for row in rows if row.speed]
     if not timed:
         return ["No run of this group finished a timed epoch."]
     said = []
-    fastest = max(timed, key=lambda row: row.samples_s)
+    fastest = max(timed, key=lambda row: row.speed)
     said.append(
-        f"Fastest: {_name(fastest)} at {fastest.samples_s:,.0f} samples/s"
+        f"Fastest: {_label(fastest)} at {fastest.speed:,.0f} samples/s"
         f"{_interval(fastest, 'samples_s')} (median of {fastest.runs} run(s))."
     )
     for row in timed:
@@ -46,25 +47,25 @@ def sentences(rows: list[Row], target: float) -> list[str]:
             )
             if base is None:
                 continue
-            speedup = row.samples_s / base.samples_s
+            speedup = row.speed / base.speed
             said.append(
-                f"{_name(row)} runs at {speedup:.2f}x {_name(base)}"
-                f"{_interval(row, 'samples_s', base.samples_s, 2)}: scaling efficiency "
+                f"{_label(row)} runs at {speedup:.2f}x {_label(base)}"
+                f"{_interval(row, 'samples_s', base.speed, 2)}: scaling efficiency "
                 f"{row.efficiency:.0%}."
             )
     for world in sorted({row.world for row in timed}):
-        best = {}
+        best: dict[str, Row] = {}
         for row in timed:
             if row.world == world and (
-                row.framework not in best or row.samples_s > best[row.framework].samples_s
+                row.framework not in best or row.speed > best[row.framework].speed
             ):
                 best[row.framework] = row
         if len(best) == 2:
-            first, second = sorted(best.values(), key=lambda row: -row.samples_s)
-            ratio = first.samples_s / second.samples_s
+            first, second = sorted(best.values(), key=lambda row: -row.speed)
+            ratio = first.speed / second.speed
             said.append(
                 f"At {world} worker(s) the faster framework is {first.framework}: "
-                f"{_name(first)} is {ratio:.2f}x {_name(second)}."
+                f"{_label(first)} is {ratio:.2f}x {_label(second)}."
             )
     said += _memory(rows) + _accuracy(rows, target)
     return said
@@ -73,25 +74,24 @@ def sentences(rows: list[Row], target: float) -> list[str]:
 def _memory(rows: list[Row]) -> list[str]:
     said = []
     for world in sorted({row.world for row in rows}):
-        held = [row for row in rows if row.world == world and row.state_mib]
+        held = [row for row in rows if row.world == world and row.state]
         if len(held) < 2:
             continue
-        least = min(held, key=lambda row: row.state_mib)
+        least = min(held, key=lambda row: row.state)
         # against the same framework's largest when it has one (fsdp2 vs ddp), else any
         same = [row for row in held if row.framework == least.framework and row != least]
-        most = max(same or held, key=lambda row: row.state_mib)
-        ratio = least.state_mib / most.state_mib
+        most = max(same or held, key=lambda row: row.state)
+        ratio = least.state / most.state
         if ratio < 0.9:
             said.append(
-                f"At {world} worker(s), {_name(least)} holds {ratio:.2f}x the training state "
-                f"per rank of {_name(most)} ({least.state_mib:.1f} vs "
-                f"{most.state_mib:.1f} MiB)."
+                f"At {world} worker(s), {_label(least)} holds {ratio:.2f}x the training state "
+                f"per rank of {_label(most)} ({least.state:.1f} vs {most.state:.1f} MiB)."
             )
     return said
 
 
 def _accuracy(rows: list[Row], target: float) -> list[str]:
-    finals = [(row.final_acc, _name(row)) for row in rows if row.final_acc is not None]
+    finals = [(row.final_acc, _label(row)) for row in rows if row.final_acc is not None]
     said = []
     if finals:
         (low, low_name), (high, high_name) = min(finals), max(finals)
@@ -105,7 +105,7 @@ def _accuracy(rows: list[Row], target: float) -> list[str]:
                 f"Final accuracies differ by {points:.2f} points: {high_name} {high:.2%}, "
                 f"{low_name} {low:.2%}."
             )
-    reached = [(row.target_s, _name(row)) for row in rows if row.target_s is not None]
+    reached = [(row.target_s, _label(row)) for row in rows if row.target_s is not None]
     if reached:
         seconds, name = min(reached)
         said.append(f"First to {target:.2%} validation accuracy: {name}, after {seconds:.1f} s.")
@@ -118,11 +118,11 @@ def environment(runs: list[RecordedRun]) -> list[tuple[str, str]]:
     """(what, value) lines about where and with what the runs ran."""
     starts = [run.start for run in runs]
 
-    def counted(values) -> str:
+    def counted(values: Iterable[str]) -> str:
         counts = Counter(values)
         return ", ".join(f"{value} ({n})" if n > 1 else str(value) for value, n in counts.items())
 
-    versions: dict[str, set] = {}
+    versions: dict[str, set[str]] = {}
     for start in starts:
         for library, version in start.versions.items():
             versions.setdefault(library, set()).add(version)

@@ -20,22 +20,28 @@ import functools
 import itertools
 import statistics
 from collections.abc import Callable
+from typing import Any
 
 from common.core import frameworks, strategies
 from common.core.progress import TERMINAL_EVERY_S
 from common.tools.measure import BATCH, SPREAD_WARNING, baselines, launched, progress_cost
 
+# variant -> (samples/s, {"mfu": training MFU, "eval": evaluation MFU} or {})
+Measured = dict[str, tuple[float, dict[str, float | None]]]
+Cell = tuple[str, str, int, Callable[[], Measured]]  # model, variant, ranks, measure
 
-def _without_mfu(measure: Callable[..., dict[str, float]], *args) -> dict[str, tuple]:
+
+def _without_mfu(measure: Callable[..., dict[str, float]], *args: Any) -> Measured:
     return {name: (speed, {}) for name, speed in measure(*args).items()}
 
 
-def measurements(
-    args: argparse.Namespace, chosen: list[str]
-) -> list[tuple[str, str, int, Callable[[], dict]]]:
-    """(model, variant, ranks, measure) for every cell; measure() -> {variant: (samples/s,
-    {"mfu": ..., "eval": ...} or {})}."""
-    cells = []
+def _labelled(label: str, measure: Callable[[], tuple[float, dict[str, float | None]]]) -> Measured:
+    return {label: measure()}
+
+
+def measurements(args: argparse.Namespace, chosen: list[str]) -> list[Cell]:
+    """(model, variant, ranks, measure) for every cell."""
+    cells: list[Cell] = []
     for model_name in args.models.split(","):
         for framework in chosen:
             cells.append(
@@ -84,7 +90,7 @@ def measurements(
                             model_name,
                             label,
                             ranks,
-                            lambda measure=measure, label=label: {label: measure()},
+                            functools.partial(_labelled, label, measure),
                         )
                     )
     return cells
@@ -159,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             for variant, (speed, utilization) in measure().items():
                 found.setdefault((model_name, variant), []).append(speed)
                 for kind, value in utilization.items():
-                    mfus.setdefault((model_name, variant, kind), []).append(value)
+                    if value is not None:
+                        mfus.setdefault((model_name, variant, kind), []).append(value)
                 ranks_of[(model_name, variant)] = ranks
                 print(
                     f"  round {repeat + 1}: {model_name} {variant}: {speed:,.0f} samples/s",

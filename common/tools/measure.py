@@ -65,7 +65,7 @@ def launched(
     limit: int,
     device: str = "auto",
     extra: tuple[str, ...] = (),
-) -> tuple[float, float | None]:
+) -> tuple[float, dict[str, float | None]]:
     """(samples/s, {"mfu": training MFU, "eval": forward-only MFU of the evaluation}) of epoch 2
     of a real launch of the framework's training program;
     `extra`: more `--set` overrides (torch.* ones only reach torch, tf.* only TensorFlow)."""

@@ -23,6 +23,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from common.core import collectives, frameworks, metrics
 from common.core.records import METRICS_FILENAME, Epoch, RunEnd
@@ -39,7 +40,7 @@ def sizes_and_iterations() -> list[tuple[int, int]]:
     return [(size, max(3, min(50, 2**24 // size))) for size in SIZES]
 
 
-def bandwidth_row(size_bytes: int, seconds: float, world_size: int) -> dict:
+def bandwidth_row(size_bytes: int, seconds: float, world_size: int) -> dict[str, Any]:
     algbw = size_bytes / seconds
     return {
         "bytes": size_bytes,
@@ -50,13 +51,13 @@ def bandwidth_row(size_bytes: int, seconds: float, world_size: int) -> dict:
 
 
 def report_probe(
-    info,
+    info: Any,
     *,
     framework: str,
     backend: str,
     versions: dict[str, str],
     visible_gpus: int,
-    tf32: dict,
+    tf32: dict[str, Any],
     precisions: list[str],
     strategies: list[str],
     all_reduce_seconds: Callable[[int, int], float],
@@ -105,7 +106,7 @@ def launcher(kind: str, nproc: int) -> list[str]:
     return frameworks.local_launch(nproc)
 
 
-def probe(framework: str, start: list[str], device: str, tf32: bool) -> dict:
+def probe(framework: str, start: list[str], device: str, tf32: bool) -> dict[str, Any]:
     module = frameworks.get(framework).preflight_module
     command = [*start, sys.executable, "-m", module, "--device", device]
     done = subprocess.run(
@@ -113,7 +114,8 @@ def probe(framework: str, start: list[str], device: str, tf32: bool) -> dict:
     )
     for line in done.stdout.splitlines():
         if MARK in line:
-            return json.loads(line.split(MARK, 1)[1])
+            found: dict[str, Any] = json.loads(line.split(MARK, 1)[1])
+            return found
     errors = [line for line in (done.stderr + done.stdout).splitlines() if "error" in line]
     raise Failed(
         f"{framework} probe (exit {done.returncode}): "
@@ -121,7 +123,9 @@ def probe(framework: str, start: list[str], device: str, tf32: bool) -> dict:
     )
 
 
-def train(framework: str, start: list[str], found: dict, *, device: str, out: Path) -> list[dict]:
+def train(
+    framework: str, start: list[str], found: dict[str, Any], *, device: str, out: Path
+) -> list[dict[str, Any]]:
     """20 steps of each strategy x precision; one row per launch."""
     rows = []
     for strategy in found["strategies"]:
@@ -150,7 +154,7 @@ def train(framework: str, start: list[str], found: dict, *, device: str, out: Pa
     return rows
 
 
-def report(found: dict, rows: list[dict]) -> str:
+def report(found: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     lines = [f"{found['framework']}: {found['world_size']} rank(s), backend {found['backend']}"]
     lines.append("  versions   " + ", ".join(f"{k} {v}" for k, v in found["versions"].items()))
     for rank, seen in enumerate(found["ranks"]):

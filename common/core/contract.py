@@ -1,0 +1,172 @@
+"""The contracts between the epoch driver (`common.core.loop`) and a framework, in types: what
+a framework's trainer hands the driver (`Trainer`), and what the modules each framework writes
+once per side provide (`Dist`, `Memory`, `Checkpoints`, `Gemm`: torch_impl's and tf_impl's
+`dist`, `memory`, `checkpoint` and `gemm` modules, checked against these by mypy in make lint),
+and its data (`DataSource`). `common.core.trainer.TrainerBase` fills the trainer's half that is
+the same on both sides by calling the modules.
+
+Framework objects (a device, a model, an optimizer, a framework's DistInfo) are `Any` here:
+common/ imports neither framework.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Protocol, SupportsFloat
+
+import numpy as np
+
+from common.core.clocks import StepClock
+from common.core.memory import MemoryUse
+from common.core.strategies import ParallelDims
+from common.data.shard import TrainPlan
+from common.launch.cluster import ClusterSpec
+
+
+class Dist(Protocol):
+    """A framework's `dist` module: collectives and versions of one rank (`info`: its
+    DistInfo)."""
+
+    def versions(self, info: Any) -> dict[str, str]: ...
+
+    def all_reduce_sum(self, values: np.ndarray, info: Any) -> np.ndarray: ...
+
+    def barrier(self, info: Any) -> None: ...
+
+    def synchronize(self, info: Any) -> None: ...
+
+    def leave_together(self, info: Any, timeout_s: float) -> None: ...
+
+
+class Memory(Protocol):
+    """A framework's `memory` module: the rank's peak and the exact bytes it holds."""
+
+    def baseline(self, device: Any) -> int: ...
+
+    def reset_peak(self, device: Any) -> None: ...
+
+    def memory_use(
+        self, device: Any, model: Any, optimizer: Any, baseline_bytes: int
+    ) -> MemoryUse: ...
+
+
+class Checkpoints(Protocol):
+    """A framework's `checkpoint` module: the state into and out of a checkpoint folder, and
+    the final weights in the canonical layout."""
+
+    def save_checkpoint(self, folder: Path, *, model: Any, optimizer: Any, info: Any) -> None: ...
+
+    def load_checkpoint(self, folder: Path, *, model: Any, optimizer: Any, info: Any) -> None: ...
+
+    def export_model(self, model: Any, run_dir: Path, info: Any) -> Path: ...
+
+
+class Gemm(Protocol):
+    """A framework's `gemm` module: the FLOP/s of a GEMM on the rank's device."""
+
+    def gemm_flops(self, device: Any, precision: str) -> float: ...
+
+
+class DataSource(Protocol):
+    """A framework's data of one rank (torch_impl.data.TorchData, tf_impl.data.TfData)."""
+
+    plan: TrainPlan
+
+    @property
+    def steps_per_epoch(self) -> int: ...
+
+    def train_batches(self, epoch: int) -> Iterable[Any]: ...
+
+
+class Trainer(Protocol):
+    """What one framework hands the driver. Every method marked collective is called by every
+    rank, in the same order."""
+
+    framework: str
+    """"torch" or "tf", as the run_start record names it."""
+    framework_version: str
+    strategy: str
+    """The strategy's name (`common.core.strategies`)."""
+    dims: ParallelDims
+    """How the ranks divide the work; the global batch is split over `dims.dp_size` ranks."""
+    precision: str
+    train_clock: str
+    """What `train_time_s` covers on this framework (written into every epoch record)."""
+    spec: ClusterSpec
+    device_type: str
+    """"cpu" or "gpu"."""
+    device_name: str
+
+    def versions(self) -> dict[str, str]:
+        """Library versions beyond python and numpy (CUDA, NCCL, cuDNN, Keras ...)."""
+
+    def threads(self) -> dict[str, int]:
+        """This rank's intra-op and inter-op threads (`common.core.devices` decides them)."""
+
+    def numerics(self) -> dict[str, Any]:
+        """What `precision` means on this side (`common.core.precision.numerics`, and how)."""
+
+    def all_reduce_sum(self, values: np.ndarray) -> np.ndarray:
+        """Collective: the float64 sum of `values` over the ranks, on every rank."""
+
+    def barrier(self) -> None:
+        """Collective: return once every rank has arrived."""
+
+    def synchronize(self) -> None:
+        """Wait for this rank's queued device work, so that a clock reading means what it says."""
+
+    def build(self) -> None:
+        """Data, model and optimizer; called once the run folder exists."""
+
+    @property
+    def steps_per_epoch(self) -> int: ...
+
+    @property
+    def global_batch(self) -> int: ...
+
+    def train_batches(self, epoch: int) -> Iterable[Any]:
+        """This rank's batches of `epoch` (0-based) from the shared shard plan."""
+
+    def step_clock(self) -> StepClock:
+        """A fresh clock for one epoch's steps (`common.core.clocks`)."""
+
+    def train_step(self, batch: Any, lr: float) -> SupportsFloat:
+        """Collective: one optimizer step at learning rate `lr`. Returns this rank's share of
+        the global batch's mean loss (the shares of all ranks add up to it); `float()` of it
+        may wait for the device."""
+
+    def evaluate(self) -> tuple[float, float]:
+        """Collective: (mean loss, accuracy) over the whole test set."""
+
+    def loss_scaling(self) -> tuple[float, int] | None:
+        """(this rank's loss scale, steps it skipped since the last call); None without loss
+        scaling."""
+
+    def replica_digest(self) -> float | None:
+        """The integer sum of the bit patterns of this rank's fp32 weights, modulo
+        `common.core.precision.DIGEST_MODULUS`: equal on every rank of a replicated strategy exactly
+        when their weights are (barring a collision); None where the ranks hold shards."""
+
+    def reset_peak_memory(self) -> None: ...
+
+    def memory_use(self) -> MemoryUse: ...
+
+    def peak_flops(self) -> float:
+        """This rank's peak FLOP/s at the run's precision (`common.core.peak`: cached or
+        measured)."""
+
+    def save_checkpoint(self, folder: Path) -> None:
+        """Collective: the state, into `folder` (each rank writes its own part)."""
+
+    def load_checkpoint(self, folder: Path) -> None:
+        """Collective: restore the state saved into `folder`."""
+
+    def export_model(self, run_dir: Path) -> Path:
+        """Collective: the final weights in the canonical layout; the chief writes them."""
+
+    def leave_together(self) -> None:
+        """Collective: return once no rank needs this one any more (the last thing it does)."""
+
+    def describe_failure(self, failure: BaseException) -> str:
+        """One line for run_end's `error`: which rank, and what a framework error means."""
