@@ -40,6 +40,21 @@ def _describe(tp: Any) -> str:
     )
 
 
+def _as_float(value: Any) -> float | None:
+    """A number, or a string of one in any form Python reads ("1e-3", "1E4", "2.5e+2"); YAML
+    1.1, PyYAML's resolver, reads exponents without a dot as strings. None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
 def _check_value(key: str, value: Any, tp: Any) -> Any:
     """Return `value` as type `tp`, or raise ValueError naming `key` and the allowed values."""
     if typing.get_origin(tp) is typing.Literal:
@@ -61,10 +76,11 @@ def _check_value(key: str, value: Any, tp: Any) -> Any:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if not math.isfinite(value):
+        number = _as_float(value)
+        if number is not None:
+            if not math.isfinite(number):
                 raise ValueError(f"{key}: expected a finite number, got {value!r}")
-            return float(value)
+            return number
     elif tp is str:
         if isinstance(value, str):
             return value

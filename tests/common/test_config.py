@@ -135,3 +135,19 @@ def test_resolved_config_round_trips_through_the_run_folder(tmp_path):
     written = config_io.save_config(cfg, tmp_path)
     assert config_io.config_hash(cfg) in written.read_text().splitlines()[0]
     assert config_io.load_config(written) == cfg
+
+
+def test_every_float_form_python_reads_is_a_number_in_overrides_and_presets(tmp_path):
+    """PyYAML follows YAML 1.1, which reads an exponent without a dot ("1e-3", "1e4") as a
+    string; users write them all the time."""
+    cfg = config_io.load_config(None, ["optim.lr=1e4", "optim.weight_decay=5E-4"])
+    assert (cfg.optim.lr, cfg.optim.weight_decay) == (1e4, 5e-4)
+    preset = tmp_path / "p.yaml"
+    preset.write_text("optim:\n  lr: 1e-3\n  gamma: 7e-1\n  momentum: '9e-1'\n")
+    cfg = config_io.load_config(preset)
+    assert (cfg.optim.lr, cfg.optim.gamma, cfg.optim.momentum) == (1e-3, 0.7, 0.9)
+    for bad, message in (("1e", "expected a number, got '1e'"), ("inf", "finite number")):
+        with pytest.raises(ValueError, match=message):
+            config_io.load_config(None, [f"optim.lr={bad}"])
+    with pytest.raises(ValueError, match="train.epochs: expected an integer, got '1e3'"):
+        config_io.load_config(None, ["train.epochs=1e3"])  # counts stay integers
