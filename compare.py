@@ -23,80 +23,10 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from common.core.metrics import METRICS_FILENAME, scan
-from common.core.records import RunStart
-from common.report import sizes, tables
-from common.report.rows import Group, Row, group_runs, rows_for
+from common.report import outputs, sizes, tables
+from common.report.inputs import load_runs
+from common.report.rows import group_runs, rows_for
 from common.report.runs import RecordedRun
-from common.report.sizes import SizeRow
-
-
-def read_manifest(path: Path) -> tuple[list[Path], list[str]]:
-    """The metrics files of a sweep manifest (slurm/sweep.py), and a problem for every run of
-    the sweep that has none (failed before writing, never submitted, still queued)."""
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-        runs = manifest["runs"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        return [], [f"{path}: not a sweep manifest ({error})"]
-    found, problems = [], []
-    for run in runs:
-        label = (
-            f"{run.get('framework')}/{run.get('strategy')} x{run.get('tasks')} "
-            f"repeat {run.get('repeat')}"
-        )
-        metrics_file = Path(run.get("result_dir") or "") / METRICS_FILENAME
-        if run.get("result_dir") and metrics_file.is_file():
-            found.append(metrics_file)
-        else:
-            problems.append(
-                f"{path}: sweep run {label} (job {run.get('job_id')}, state "
-                f"{run.get('state')}) has no {METRICS_FILENAME}"
-            )
-    return found, problems
-
-
-def find_metrics_files(paths: list[str]) -> tuple[list[Path], list[str]]:
-    found: list[Path] = []
-    problems: list[str] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            files = sorted(path.rglob(METRICS_FILENAME))
-            found.extend(files)
-            if not files:
-                problems.append(f"{path}: no {METRICS_FILENAME} in this folder")
-        elif path.suffix == ".json":
-            files, trouble = read_manifest(path)
-            found.extend(files)
-            problems.extend(trouble)
-        else:
-            found.append(path)  # a missing file is reported by scan()
-    return found, problems
-
-
-def load_runs(
-    paths: list[str], once: bool = True
-) -> tuple[list[RecordedRun], list[str], list[str]]:
-    """(runs, problems, warnings). With `once`, a file read twice, or a copy of a run's file,
-    counts once."""
-    files, problems = find_metrics_files(paths)
-    runs: dict[tuple[str, str], RecordedRun] = {}
-    warnings = []
-    for path in dict.fromkeys(path.resolve() for path in files) if once else files:
-        result = scan(path)
-        problems.extend(result.problems)
-        if not result.records or not isinstance(result.records[0], RunStart):
-            continue
-        run = RecordedRun(str(path), result.records)
-        if once and run.identity in runs:
-            warnings.append(
-                f"{path} is the run {run.identity[0]} of {runs[run.identity].path} again "
-                "(same run_id and start time): counted once"
-            )
-            continue
-        runs[run.identity if once else (str(len(runs)), "")] = run
-    return list(runs.values()), problems, warnings
 
 
 def curve(run: RecordedRun, by: str) -> list[tuple[int, float]]:
@@ -137,44 +67,6 @@ def assert_close(a: str, b: str, rtol: float, steps: int) -> int:
         f"({first.label} vs {second.label})"
     )
     return 0
-
-
-def write_outputs(
-    out: Path,
-    groups: list[Group],
-    runs_by_group: list[list[Row]],
-    notes: list[str],
-    problems: list[str],
-    target: float,
-    size_rows: list[SizeRow],
-) -> Path:
-    from common.report import pages, plots, sizeplot
-
-    out.mkdir(parents=True, exist_ok=True)
-    rendered = []
-    for index, ((key, members), rows) in enumerate(zip(groups, runs_by_group, strict=True)):
-        folder = out / ("plots" if index == 0 else f"plots-group{index + 1}")
-        pictures = plots.write_plots(rows, members, folder, target)
-        rendered.append(pages.Group(key, rows, members, pictures))
-    size = None
-    if size_rows:
-        picture = sizeplot.plot_sizes(size_rows, out / "size.png")
-        size = pages.SizeAxis(sizes.size_table_lines(size_rows), picture, sizeplot.CAPTION)
-    for write, name in ((pages.write_html, "report.html"), (pages.write_markdown, "report.md")):
-        write(rendered, notes, problems, path=out / name, target=target, size=size)
-    all_rows = [{**group.key, **asdict(row)} for group in rendered for row in group.rows]
-    (out / "report.csv").write_text(tables.csv_table(all_rows), encoding="utf-8")
-    document = {
-        "target_accuracy": target,
-        "groups": [
-            {"key": group.key, "rows": [asdict(row) for row in group.rows]} for group in rendered
-        ],
-        "model_sizes": [asdict(row) for row in size_rows],
-        "not_side_by_side": notes,
-        "problems": problems,
-    }
-    (out / "report.json").write_text(json.dumps(document, indent=2), encoding="utf-8")
-    return out / "report.html"
 
 
 def default_target(runs: list[RecordedRun]) -> float:
@@ -247,11 +139,13 @@ def _main(argv: list[str] | None) -> int:
         print(f"not side by side: {note}", file=sys.stderr)
     if args.out and runs:
         try:
-            html_path = write_outputs(
+            html_path = outputs.write_report(
                 args.out, groups, runs_by_group, notes, problems, target, size_rows
             )
         except RuntimeError as error:  # matplotlib missing
             problems.append(str(error))
+        except OSError as error:  # a file in the way, a read-only or full file system
+            problems.append(f"cannot write {args.out}: {error.strerror or error}")
         else:
             print(f"report: {html_path}")
     if args.tensorboard and runs:
@@ -261,6 +155,8 @@ def _main(argv: list[str] | None) -> int:
             written = tensorboard.write_events(runs, args.tensorboard)
         except RuntimeError as error:  # tensorboardX missing
             problems.append(str(error))
+        except OSError as error:
+            problems.append(f"cannot write {args.tensorboard}: {error.strerror or error}")
         else:
             print(
                 f"tensorboard: {len(written)} runs in {args.tensorboard} "

@@ -10,6 +10,7 @@ Every record is one `write` of a whole line followed by a flush, so a crash leav
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
 import os
@@ -30,8 +31,21 @@ from common.core.records import (
 JSON_NAMES = {bool: "bool", int: "int", float: "int or float", str: "str", type(None): "null"}
 
 
+QUOTED = 200  # characters of a value a message quotes at most
+
+
 class MetricsError(ValueError):
     """A record breaks the schema; the message names file, line and field where known."""
+
+
+def quote(value: Any, limit: int = QUOTED) -> str:
+    """`repr(value)`, cut to `limit` characters with its length said: a message about a value
+    stays one readable line however big the value is."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = len(value) if isinstance(value, (str, bytes, list, dict)) else len(text)
+    return f"{text[:limit]}... ({size:,} characters)"
 
 
 def to_json(record: Record) -> dict[str, Any]:
@@ -122,16 +136,20 @@ def _build(kind: type, raw: dict[str, Any], where: str) -> Any:
             present = tuple(arg for arg in typing.get_args(tp) if arg is not type(None))
             allowed = typing.Union[present]  # noqa: UP007 - built at run time
         if not _matches(value, allowed):
-            got = "bool" if isinstance(value, bool) else f"{type(value).__name__} {value!r}"
+            got = "bool" if isinstance(value, bool) else f"{type(value).__name__} {quote(value)}"
             if typing.get_origin(allowed) is typing.Literal:
                 expected = _describe(tp)
-                raise MetricsError(f"{where}: field '{name}' is {value!r}, expected {expected}")
+                raise MetricsError(
+                    f"{where}: field '{name}' is {quote(value)}, expected {expected}"
+                )
             raise MetricsError(f"{where}: field '{name}' must be {_describe(allowed)}, got {got}")
         _check_float(name, value, spec.metadata["diverges"], where)
         choices = spec.metadata["choices"]
         if choices and value not in choices:
             expected = ", ".join(repr(choice) for choice in choices)
-            raise MetricsError(f"{where}: field '{name}' is {value!r}, expected one of {expected}")
+            raise MetricsError(
+                f"{where}: field '{name}' is {quote(value)}, expected one of {expected}"
+            )
         item = _item_type(tp)
         if isinstance(item, type) and dataclasses.is_dataclass(item) and value is not None:
             value = [_entry(item, entry, f"{where} {name}[{i}]") for i, entry in enumerate(value)]
@@ -155,7 +173,7 @@ def from_json(raw: Any, where: str = "record") -> Record:
     name = raw.get("record")
     if name not in KINDS:
         raise MetricsError(
-            f"{where}: field 'record' is {name!r}, expected one of {', '.join(KINDS)}"
+            f"{where}: field 'record' is {quote(name)}, expected one of {', '.join(KINDS)}"
         )
     record: Record = _build(KINDS[name], raw, f"{where} ({name})")
     if name == "run_start":
@@ -178,24 +196,45 @@ def _check_start(raw: dict[str, Any], where: str) -> None:
 
 
 class MetricsWriter:
-    """Appends records to a JSON Lines file, one whole line per write, flushed and synced; each
-    record is checked as a reader will check it before it is written."""
+    """Appends records to a JSON Lines file, one whole line per write, synced; each record is
+    checked as a reader will check it before it is written. A write that fails (a full disk)
+    leaves the file at its last whole line. `reserve` bytes are set aside in a file beside it
+    from the start and freed for the last record (`release`), so that run_end fits even when
+    the run failed because the disk filled."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, reserve: int = 0):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a", encoding="utf-8")
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._reserve = self.path.with_name(f".{self.path.name}.reserve")
+        if reserve:
+            try:
+                self._reserve.write_bytes(b"\0" * reserve)
+            except OSError:  # no room even for that: the run will say so when it writes
+                self._reserve.unlink(missing_ok=True)
 
     def write(self, record: Record) -> Record:
         line = to_json(record)
         from_json(line, where=str(self.path))
-        self._file.write(json.dumps(line, allow_nan=True) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        data = (json.dumps(line, allow_nan=True) + "\n").encode()
+        whole = os.fstat(self._fd).st_size
+        try:
+            written = os.write(self._fd, data)
+            if written != len(data):
+                raise OSError(errno.ENOSPC, f"wrote {written} of {len(data)} bytes")
+            os.fsync(self._fd)
+        except OSError:
+            os.ftruncate(self._fd, whole)  # back to the last whole line
+            raise
         return record
 
+    def release(self) -> None:
+        """Free the reserved bytes, for the last record."""
+        self._reserve.unlink(missing_ok=True)
+
     def close(self) -> None:
-        self._file.close()
+        self.release()
+        os.close(self._fd)
 
     def __enter__(self) -> MetricsWriter:
         return self

@@ -1,0 +1,48 @@
+"""compare.py --out DIR: the report files (report.html, self-contained; report.md, report.csv,
+report.json) and the plots, for every group of comparable runs and the model-size axis."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from common.report import pages, plots, sizeplot, sizes, tables
+from common.report.rows import Group, Row
+from common.report.sizes import SizeRow
+
+
+def write_report(
+    out: Path,
+    groups: list[Group],
+    runs_by_group: list[list[Row]],
+    notes: list[str],
+    problems: list[str],
+    target: float,
+    size_rows: list[SizeRow],
+) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    rendered = []
+    for index, ((key, members), rows) in enumerate(zip(groups, runs_by_group, strict=True)):
+        folder = out / ("plots" if index == 0 else f"plots-group{index + 1}")
+        pictures = plots.write_plots(rows, members, folder, target)
+        rendered.append(pages.Group(key, rows, members, pictures))
+    size = None
+    if size_rows:
+        picture = sizeplot.plot_sizes(size_rows, out / "size.png")
+        size = pages.SizeAxis(sizes.size_table_lines(size_rows), picture, sizeplot.CAPTION)
+    for write, name in ((pages.write_html, "report.html"), (pages.write_markdown, "report.md")):
+        write(rendered, notes, problems, path=out / name, target=target, size=size)
+    all_rows = [{**group.key, **asdict(row)} for group in rendered for row in group.rows]
+    (out / "report.csv").write_text(tables.csv_table(all_rows), encoding="utf-8")
+    document = {
+        "target_accuracy": target,
+        "groups": [
+            {"key": group.key, "rows": [asdict(row) for row in group.rows]} for group in rendered
+        ],
+        "model_sizes": [asdict(row) for row in size_rows],
+        "not_side_by_side": notes,
+        "problems": problems,
+    }
+    (out / "report.json").write_text(json.dumps(document, indent=2), encoding="utf-8")
+    return out / "report.html"
