@@ -15,6 +15,7 @@ from common.core import cli
 if __name__ == "__main__":  # --help in a second, before the framework is imported
     cli.answer_help_early("python -m tf_impl.train", __doc__)
 
+import re
 from typing import NoReturn
 
 import keras
@@ -222,16 +223,16 @@ class TfTrainer(TrainerBase):
         super().load_checkpoint(folder)
         self.applied_before = int(self.optimizer.iterations.numpy())  # of earlier launches
 
-    def describe_failure(self, failure: BaseException) -> str:
-        text = " ".join(str(failure).split())[:600]
-        worker = f"worker {self.info.rank}"
-        if isinstance(failure, PEER_ERRORS):
-            timeout = f"dist.timeout_s={self.cfg.dist.timeout_s:g} s"
-            return (
-                f"{worker}: lost a peer worker during a collective (it died or did not answer "
-                f"within {timeout}): {type(failure).__name__}: {text}"
-            )
-        return f"{worker}: {type(failure).__name__}: {text}"
+    def lost_peer(self, failure: BaseException) -> str | None:
+        if not isinstance(failure, PEER_ERRORS):
+            return None
+        # TensorFlow's message may name the remote task it lost, deep in its text.
+        named = {
+            int(task) for task in re.findall(r"/job:worker/replica:\d+/task:(\d+)", str(failure))
+        }
+        named.discard(self.info.rank)
+        shown = ", ".join(map(str, sorted(named)))
+        return "a collective failed" + (f" (TensorFlow names worker {shown})" if named else "")
 
 
 def prepare(cfg: Config, spec: ClusterSpec) -> Config:

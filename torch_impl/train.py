@@ -176,16 +176,10 @@ class TorchTrainer(TrainerBase):
         super().load_checkpoint(folder)
         self.amp.load(folder, self.info.rank)
 
-    def describe_failure(self, failure: BaseException) -> str:
-        text = " ".join(str(failure).split())[:600]
-        rank = f"rank {self.info.rank}"
+    def lost_peer(self, failure: BaseException) -> str | None:
         if isinstance(failure, torch.distributed.DistError):  # NCCL or gloo, raised in Python
-            return (
-                f"{rank}: a collective failed or a peer rank was lost (it died or did not "
-                f"answer within dist.timeout_s={self.cfg.dist.timeout_s:g} s): "
-                f"{type(failure).__name__}: {text}"
-            )
-        return f"{rank}: {type(failure).__name__}: {text}"
+            return "a collective failed"
+        return None
 
 
 def prepare(cfg: Config, spec: ClusterSpec) -> Config:

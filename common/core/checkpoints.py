@@ -10,6 +10,7 @@ side); `common.core.loop` decides when, which one, and whether it may be resumed
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import shutil
@@ -20,10 +21,29 @@ from typing import Any
 MANIFEST = "manifest.json"
 PREFIX = "epoch-"
 CHUNK = 1 << 20
+# Free bytes below which a failed save is put down to a full disk. A write that failed on one
+# leaves less than a block free; torch's zip writer reports it only as "unexpected pos".
+FULL_BELOW = 1 << 20
 
 
 class CheckpointError(RuntimeError):
     """No usable checkpoint; the message names the file at fault."""
+
+
+def full_disk(folder: Path) -> OSError | None:
+    """The error a save into `folder` failed with if its file system is full, else None."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return None
+    if free >= FULL_BELOW:
+        return None
+    return OSError(
+        errno.ENOSPC,
+        f"No space left on device ({free} bytes free where the checkpoint was being saved; free "
+        "space or set output.dir elsewhere, then resume)",
+        str(folder),
+    )
 
 
 def root(run_dir: Path) -> Path:

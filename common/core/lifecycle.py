@@ -27,6 +27,10 @@ from common.core.metrics import METRICS_FILENAME, MetricsWriter, from_json, to_j
 from common.core.records import Epoch, Record, Resume, Status
 from common.launch.cluster import ClusterSpec, unique_stamp
 
+# Bytes set aside beside the metrics file for run_end, freed just before it is written: a run
+# that failed because its disk filled still ends with a whole run_end (its error is capped at
+# common.core.failures.LIMIT characters).
+RESERVED_FOR_END = 64 * 1024
 # What a decision on the chief may raise, so that every rank raises it too.
 SHARED_ERRORS: dict[str, type[Exception]] = {
     error.__name__: error
@@ -103,7 +107,7 @@ class Run:
         self.writer: MetricsWriter | None = None  # the chief's only
         if trainer.spec.is_chief:
             save_config(cfg, run_dir)
-            self.writer = MetricsWriter(run_dir / METRICS_FILENAME)
+            self.writer = MetricsWriter(run_dir / METRICS_FILENAME, reserve=RESERVED_FOR_END)
         self.epochs: list[Epoch] = []
         self.started = time.perf_counter()
         self.time_before_s = 0.0  # earlier launches, up to the checkpoint this one resumed
@@ -179,7 +183,13 @@ class Run:
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True)
         trainer.barrier()
-        trainer.save_checkpoint(folder)
+        try:
+            trainer.save_checkpoint(folder)
+        except BaseException as failure:  # torch's CheckpointException is a BaseException
+            stopped = isinstance(failure, (KeyboardInterrupt, SystemExit))
+            if not stopped and (full := checkpoints.full_disk(folder)) is not None:
+                raise full from failure
+            raise
         trainer.barrier()
         if trainer.spec.is_chief:
             extras = {
@@ -211,6 +221,7 @@ class Run:
                 error=error,
             )
             try:
+                self.writer.release()
                 self.write(end)
                 self.writer.close()
             except OSError as lost:  # a full or vanished output.dir: say so where it can be seen

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from common.core import peak, precision, strategies
+from common.core import failures, peak, precision, strategies
 from common.core.clocks import HostStepClock, StepClock
 from common.core.config import Config
 from common.core.contract import Checkpoints, DataSource, Dist, Gemm, Memory
@@ -123,6 +123,22 @@ class TrainerBase:
 
     def export_model(self, run_dir: Path) -> Path:
         return self.checkpoint.export_model(self.model, run_dir, self.info)
+
+    def lost_peer(self, failure: BaseException) -> str | None:
+        """What `failure` says of a lost peer, when it is the framework's sign of one (a
+        collective that failed or timed out); None for a failure of this rank's own."""
+        return None
+
+    def describe_failure(self, failure: BaseException) -> str:
+        """run_end's error: this rank, then the root cause first (`common.core.failures`)."""
+        cause = failures.describe(failure)
+        lost = self.lost_peer(failure)
+        if lost is None:
+            return f"rank {self.spec.rank}: {cause}"
+        return (
+            f"rank {self.spec.rank}: {lost}: a peer died or did not answer within "
+            f"dist.timeout_s={self.cfg.dist.timeout_s:g} s: {cause}"
+        )
 
     def leave_together(self) -> None:
         self.dist.leave_together(self.info, self.cfg.dist.timeout_s)

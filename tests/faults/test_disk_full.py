@@ -1,0 +1,55 @@
+"""A disk that fills during a checkpoint: the run still ends with one whole run_end whose error
+names the cause first, on both frameworks (a private tmpfs of 3 MiB in a mount namespace of the
+test's own, so nothing of the machine's is touched)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="mounting a small tmpfs in a private mount namespace needs root and unshare",
+)
+SETTINGS = [
+    "data.train_limit=1280",
+    "data.test_limit=500",
+    "train.epochs=2",
+    "train.checkpoint_every_epochs=1",
+    "output.run_name=t",
+]
+
+
+@pytest.mark.parametrize("module", ["torch_impl.train", "tf_impl.train"])
+def test_a_full_disk_leaves_whole_lines_and_says_why_first(module, tmp_path):
+    small = tmp_path / "small"
+    small.mkdir()
+    train = [sys.executable, "-m", "common.launch", "--nproc", "2", "--"]
+    train += [sys.executable, "-m", module, "--config", "configs/cnn_adadelta.yaml", "--quiet"]
+    for setting in [*SETTINGS, f"output.dir={small}"]:
+        train += ["--set", setting]
+    kept = tmp_path / "kept"
+    script = (
+        f"mount -t tmpfs -o size=3m tmpfs {small} && {subprocess.list2cmdline(train)}; "
+        f"status=$?; cp -r {small}/t {kept}; exit $status"
+    )
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode not in (0, 2), done.stdout + done.stderr
+    lines = (kept / "metrics.jsonl").read_bytes().split(b"\n")
+    assert lines[-1] == b""  # the file ends with a newline: every line is whole
+    records = [json.loads(line) for line in lines[:-1]]
+    end = records[-1]
+    assert end["record"] == "run_end" and end["status"] == "failed", end
+    cause = end["error"].split(": ", 1)[1]  # after "rank N"
+    assert "No space left on device" in cause[:200], end["error"]
+    assert len(end["error"]) <= 1000
+    assert not list(Path(kept).glob(".metrics.jsonl.reserve"))  # freed for run_end
