@@ -23,7 +23,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from common.report import outputs, sizes, tables
+from common.report import outputs, sizes, tables, verdict
 from common.report.inputs import load_runs
 from common.report.rows import group_runs, rows_for
 from common.report.runs import RecordedRun
@@ -119,10 +119,13 @@ def _main(argv: list[str] | None) -> int:
     runs_by_group = [rows_for(members, target) for _, members in groups]
     for (key, _), rows in zip(groups, runs_by_group, strict=True):
         title = ", ".join(f"{name} {value}" for name, value in key.items())
+        said = verdict.sentences(rows, target)
         if args.format == "terminal":
             print(f"== {title}\n{tables.terminal_table(rows)}")
+            print("\n".join(f"  > {sentence}" for sentence in said))
         elif args.format == "markdown":
             print(f"## {title}\n\n{tables.markdown_table(rows)}\n")
+            print("\n".join(f"- {sentence}" for sentence in said) + "\n")
         elif args.format == "csv":
             print(tables.csv_table([{**key, **asdict(row)} for row in rows]), end="")
         else:

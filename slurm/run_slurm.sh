@@ -75,11 +75,12 @@ fi
 read -ra python <<< "$python"  # may be a command with words: "apptainer exec img.sif python"
 
 run_name=${SLURM_JOB_NAME}-${SLURM_JOB_ID}
+results=${SUITE_RESULTS:-results}
 # A job given GPUs trains on them: a framework that does not see them stops (exit 2) instead of
 # training on the CPU; a --set dist.device=... of the caller still wins (it comes later).
 device=()
 if (( ${SLURM_GPUS_ON_NODE:-0} > 0 )); then device=(--set dist.device=gpu); fi
-args=(--config "$config" --set "output.dir=${SUITE_RESULTS:-results}" --set "output.run_name=$run_name"
+args=(--config "$config" --set "output.dir=$results" --set "output.run_name=$run_name"
       --set train.checkpoint_every_epochs=1 "${device[@]}" "$@" --auto-resume)
 # srun stopped inheriting --cpus-per-task from the job in SLURM 22.05; pass it on to the step.
 if [[ -n ${SLURM_CPUS_PER_TASK:-} ]]; then export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK; fi
@@ -97,6 +98,9 @@ if [[ $framework == preflight ]]; then
   exec "${python[@]}" -m common.tools.preflight --launcher slurm "${gpu[@]}" "$@"
 fi
 
+# The chief writes its run folder here; when it dies before its run_end, this script (or a
+# surviving rank, or the torchrun agent) writes one (python -m common.core.ends).
+export SUITE_RUN_DIR_NOTE=$results/.run-dir-${SLURM_JOB_ID}-${SLURM_RESTART_COUNT:-0}
 if [[ $framework == torchrun ]]; then
   endpoint=$("${python[@]}" -m common.launch.environment rendezvous-endpoint) || exit 2
   nproc=${SUITE_NPROC_PER_NODE:-${SLURM_GPUS_ON_NODE:-1}}
@@ -122,6 +126,12 @@ while true; do
   status=$?
   kill -0 "$step" 2>/dev/null || break  # wait returned for a trapped signal: keep waiting
 done
+
+if [[ $status -ne 0 && $status -ne $PREEMPTED_EXIT ]]; then
+  "${python[@]}" -m common.core.ends --note "$SUITE_RUN_DIR_NOTE" \
+    --error "the srun step ended with status $status and no rank wrote the run_end (the chief was killed or stopped; see the job's output)"
+fi
+rm -f "$SUITE_RUN_DIR_NOTE"
 
 if [[ $status -eq $PREEMPTED_EXIT ]]; then
   echo "[$(date -u +%FT%TZ)] checkpointed on preemption; requeueing job $SLURM_JOB_ID"

@@ -123,3 +123,6 @@ class NumpyTrainer:
 
     def describe_failure(self, failure):
         return f"rank 0: {type(failure).__name__}: {failure}"
+
+    def lost_peer(self, failure):
+        return None

@@ -9,16 +9,21 @@ with the two things a preemptible job needs that torchrun does not do.
   a signal to the agent's process group does not reach them.
 - When every rank exited with the preempted status (75: checkpointed, to be requeued), the
   agent exits 75 too, instead of torchrun's 1 for any failed rank, so the job requeues itself.
+- When a rank failed and the run has no run_end (its chief was killed), the agent writes it,
+  naming the rank that failed first and how (`common.core.ends`).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
 
+from common.core import ends
 from common.core.stops import PREEMPTED_EXIT
+from common.launch.cluster import RUN_DIR_VARIABLE
 
 
 def children(parent: int) -> list[int]:
@@ -54,6 +59,15 @@ def main(argv: list[str] | None = None) -> int:
         if codes == {PREEMPTED_EXIT}:
             print(f"[agent] every rank checkpointed on preemption: exit {PREEMPTED_EXIT}")
             return PREEMPTED_EXIT
+        rank, first = failed.get_first_failure()
+        how = (
+            f"was killed by {first.signal_name()}"
+            if first.exitcode < 0
+            else f"failed with exit code {first.exitcode}"
+        )
+        note = os.environ.get(RUN_DIR_VARIABLE, "")
+        error = f"rank {rank} {how} (pid {first.pid} on {socket.gethostname()}; seen by torchrun)"
+        ends.main(["--note", note, "--error", error])
         raise
     return 0
 

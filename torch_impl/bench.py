@@ -67,7 +67,9 @@ def seed_style_loop(
     """samples/s of the tutorials' loop: per-sample transform in a DataLoader, shuffle=True,
     each batch copied to the device."""
     model, optimizer = _model_and_optimizer(model_name, device)
-    dataset = MnistImages(digits.train_images[:limit], digits.train_labels[:limit])
+    dataset = MnistImages(
+        digits.train_images[:limit], digits.train_labels[:limit], seed=0, dp_rank=0
+    )
     loader = DataLoader(dataset, batch_size=batch, shuffle=True, num_workers=1, drop_last=True)
     for _ in range(2):  # the second epoch is timed; it still starts its loader worker
         start = time.perf_counter()

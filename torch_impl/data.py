@@ -4,32 +4,46 @@ Two pipelines give the same samples at every step (`data.pipeline`):
   tensor  the normalized dataset is put on the device once; a batch is an index_select with the
           plan's indices (no per-sample Python)
   loader  a Dataset that normalizes one uint8 image at a time (as the seeds' transforms do) and a
-          DataLoader with workers and pinned memory, fed by a batch sampler that replays the plan
+          DataLoader with workers and pinned memory, fed by a batch sampler that replays the plan.
+          Its workers keep running from epoch to epoch, and each reseeds its random generators
+          from (seed, epoch, rank, worker) when the first batch of an epoch reaches it
+          (`common.data.shard.loader_seed`); the loader draws from a generator of its own, never
+          from the training's (dropout), so a run gives the same numbers with any
+          data.loader_workers and when stopped and resumed anywhere
 Evaluation always reads the preloaded test tensors with the padded, weighted evaluation plan.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
 from common.core import devices
 from common.core.config import Config
 from common.core.strategies import ParallelDims
 from common.data import mnist as common_data
-from common.data.shard import TrainPlan, plans_for
+from common.data.shard import TrainPlan, loader_seed, plans_for
 from torch_impl.dist import DistInfo
+
+
+class EpochBatch(list[int]):
+    """One step's sample indices, and the epoch they belong to."""
+
+    epoch: int
 
 
 class MnistImages(Dataset):
     """uint8 images normalized one at a time by the same function as the tensor pipeline."""
 
-    def __init__(self, images: np.ndarray, labels: np.ndarray):
+    def __init__(self, images: np.ndarray, labels: np.ndarray, *, seed: int, dp_rank: int):
         self.images = images
         self.labels = torch.from_numpy(labels)
+        self.seed, self.dp_rank = seed, dp_rank
+        self.seeded_epoch: int | None = None  # in a worker process: the epoch it seeded for
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -37,6 +51,17 @@ class MnistImages(Dataset):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         pixels = torch.from_numpy(common_data.normalize(self.images[index]))
         return pixels.unsqueeze(0), self.labels[index]
+
+    def __getitems__(self, batch: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        worker = get_worker_info()
+        epoch = getattr(batch, "epoch", None)
+        if worker is not None and epoch is not None and epoch != self.seeded_epoch:
+            base = loader_seed(self.seed, epoch, self.dp_rank) + worker.id
+            torch.manual_seed(base)  # the worker's own generators, not the training's
+            random.seed(base)
+            np.random.seed(base % 2**32)
+            self.seeded_epoch = epoch
+        return [self[index] for index in batch]
 
 
 class PlanBatchSampler(Sampler[list[int]]):
@@ -53,8 +78,10 @@ class PlanBatchSampler(Sampler[list[int]]):
         return self.plan.steps_per_epoch
 
     def __iter__(self) -> Iterator[list[int]]:
-        for batch in self.plan.rank_indices(self.epoch):
-            yield batch.tolist()
+        for indices in self.plan.rank_indices(self.epoch):
+            batch = EpochBatch(indices.tolist())
+            batch.epoch = self.epoch
+            yield batch
 
 
 class TorchData:
@@ -64,6 +91,7 @@ class TorchData:
         test_images, test_labels = mnist.test_images, mnist.test_labels
         self.device = info.device
         self.pipeline = cfg.data.pipeline
+        self.seed, self.dp_rank = cfg.train.seed, dims.dp_rank(info.rank)
         self.plan, eval_plan = plans_for(
             num_train=len(train_labels),
             num_test=len(test_labels),
@@ -81,12 +109,17 @@ class TorchData:
             self.train_labels = torch.from_numpy(train_labels).to(self.device)
         else:
             self.sampler = PlanBatchSampler(self.plan)
+            # torch draws its workers' base seed from `generator`, else from the global
+            # generator that dropout uses (once per launch with persistent workers: a resumed
+            # run then drew at another epoch than an uninterrupted one, and lost bitwise resume)
+            generator = torch.Generator().manual_seed(loader_seed(self.seed, 0, self.dp_rank))
             workers = cfg.data.loader_workers
             self.loader = DataLoader(
-                MnistImages(train_images, train_labels),
+                MnistImages(train_images, train_labels, seed=self.seed, dp_rank=self.dp_rank),
                 batch_sampler=self.sampler,
                 num_workers=workers,
                 pin_memory=cfg.torch.pin_memory and self.device.type == "cuda",
+                generator=generator,
                 persistent_workers=workers > 0,
             )
 

@@ -13,14 +13,15 @@ if __name__ == "__main__":  # --help in a second, before the framework is import
     cli.answer_help_early("python -m torch_impl.train", __doc__)
 
 import itertools
+import os
 from pathlib import Path
 from typing import NoReturn
 
 import torch
 import torch.nn.functional as F
 
+from common.core import failures, precision
 from common.core import main as main_body
-from common.core import precision
 from common.core.clocks import HostStepClock
 from common.core.config import Config
 from common.core.trainer import TrainerBase
@@ -178,6 +179,13 @@ class TorchTrainer(TrainerBase):
 
     def lost_peer(self, failure: BaseException) -> str | None:
         if isinstance(failure, torch.distributed.DistError):  # NCCL or gloo, raised in Python
+            return "a collective failed"
+        # gloo raises RuntimeError, from work.wait() or from DDP's hooks inside backward
+        root, where = failures.root_cause(failure)
+        said = str(root)
+        if isinstance(root, RuntimeError) and (
+            "gloo" in said or "NCCL" in said or f"torch{os.sep}distributed{os.sep}" in where
+        ):
             return "a collective failed"
         return None
 

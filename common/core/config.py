@@ -35,6 +35,7 @@ HOW_NOT_WHAT = (
     "train.keep_checkpoints",
     "train.target_accuracy",
     "train.eval_batch_size",
+    "train.stop_on_divergence",
 )
 
 
@@ -95,6 +96,9 @@ class TrainConfig:
     """Save a checkpoint every N epochs (0 = never)."""
     keep_checkpoints: int = 2
     """How many of the newest complete checkpoints a run keeps (0 = all)."""
+    stop_on_divergence: bool = False
+    """End the run (status diverged) after the first epoch whose train or val loss is NaN or
+    infinite, instead of training on to train.epochs (status diverged as well)."""
 
     def __post_init__(self) -> None:
         _require(self.epochs >= 1, f"train.epochs must be >= 1, got {self.epochs}")

@@ -84,6 +84,11 @@ def _check_value(key: str, value: Any, tp: Any) -> Any:
     elif tp is str:
         if isinstance(value, str):
             return value
+        if isinstance(value, bool):
+            raise ValueError(
+                f"{key}: expected a string, got {value!r} (YAML reads yes/no/on/off/true/false "
+                "as booleans: quote the value)"
+            )
     elif typing.get_origin(tp) is tuple:  # tuple[T, ...]: a YAML list
         if isinstance(value, (list, tuple)):
             (item,) = (arg for arg in typing.get_args(tp) if arg is not Ellipsis)
@@ -152,6 +157,12 @@ def flatten(config: object, prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def _is_text(section: str, key: str) -> bool:
+    """Whether config key section.key holds free text (a name, a path)."""
+    kind = _sections().get(section)
+    return kind is not None and _section_types(kind).get(key) is str
+
+
 def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
     """Apply `section.key=value` strings; the value is parsed as a YAML scalar (0.5, true, null)."""
     merged = {name: dict(values or {}) for name, values in raw.items()}
@@ -163,7 +174,10 @@ def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, 
                 f"override {override!r} must look like section.key=value (e.g. optim.lr=0.01)"
             )
         try:
-            value = yaml.safe_load(text) if text.strip() else ""
+            if _is_text(parts[0], parts[1]):  # as typed: run names like "on" or "1e3"
+                value: Any = text
+            else:
+                value = yaml.safe_load(text) if text.strip() else ""
         except yaml.YAMLError as error:
             raise ValueError(f"override {override!r}: cannot parse value: {error}") from None
         merged.setdefault(parts[0], {})[parts[1]] = value

@@ -170,3 +170,6 @@ class Trainer(Protocol):
 
     def describe_failure(self, failure: BaseException) -> str:
         """One line for run_end's `error`: which rank, and what a framework error means."""
+
+    def lost_peer(self, failure: BaseException) -> str | None:
+        """What `failure` says of a lost peer, when it is the framework's sign of one."""

@@ -9,6 +9,7 @@ rank, so no rank is left waiting in a collective for a chief that gave up.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import threading
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common.core import checkpoints, collectives, provenance, recorder, resume
+from common.core import checkpoints, collectives, ends, liveness, provenance, recorder, resume
 from common.core.cli import RunOptions
 from common.core.config import Config
 from common.core.config_io import save_config, to_dict
@@ -99,15 +100,21 @@ class Run:
         run_dir: Path,
         identity: dict[str, Any],
         resume_from: Path | None,
+        folder_lock: liveness.Held | None = None,
+        pids: list[int] | None = None,
     ) -> None:
         self.cfg, self.trainer = cfg, trainer
         self.run_id, self.run_dir = run_dir.name, run_dir
         self.identity = identity
         self.resume_from = resume_from
+        self.folder_lock = folder_lock  # the chief's only
+        self.pids = pids or [os.getpid()]  # every rank's, in rank order
+        self.beacon = _beacon(run_dir, trainer.spec.rank)
         self.writer: MetricsWriter | None = None  # the chief's only
         if trainer.spec.is_chief:
             save_config(cfg, run_dir)
             self.writer = MetricsWriter(run_dir / METRICS_FILENAME, reserve=RESERVED_FOR_END)
+            _note(trainer.spec.run_dir_note, run_dir)
         self.epochs: list[Epoch] = []
         self.started = time.perf_counter()
         self.time_before_s = 0.0  # earlier launches, up to the checkpoint this one resumed
@@ -122,7 +129,14 @@ class Run:
         proposed = run_name(cfg, trainer.framework, trainer.strategy, spec)
         name = collectives.broadcast_text(proposed, **exchange(trainer))
         claimed = Path(cfg.output.dir) / name
-        name = on_chief(trainer, lambda: resume.prepare_folder(claimed, options, spec, _warn))
+        held: list[liveness.Held] = []  # the chief's lock of the folder
+
+        def claim() -> str:
+            name, lock = resume.prepare_folder(claimed, options, spec, _warn)
+            held.append(lock)
+            return name
+
+        name = on_chief(trainer, claim)
         run_dir = Path(cfg.output.dir) / name
         identity = resume.identity(
             framework=trainer.framework,
@@ -130,13 +144,27 @@ class Run:
             world_size=spec.world_size,
             config=to_dict(cfg),
         )
-        chosen = on_chief(
-            trainer, lambda: resume.choose_checkpoint(run_dir, options, identity, _warn)
-        )["folder"]
+        try:
+            chosen = on_chief(
+                trainer, lambda: resume.choose_checkpoint(run_dir, options, identity, _warn)
+            )["folder"]
+        except BaseException:
+            for lock in held:  # refused: the folder is free again, and says it was let go
+                lock.release()
+            raise
         where = f"{spec.node}:{trainer.device_type}:{trainer.device_name}"
         devices = collectives.gather_texts(where, **exchange(trainer))
+        pids = [int(pid) for pid in collectives.gather_texts(str(os.getpid()), **exchange(trainer))]
         resume_from = checkpoints.root(run_dir) / chosen if chosen else None
-        run = cls(cfg, trainer, run_dir=run_dir, identity=identity, resume_from=resume_from)
+        run = cls(
+            cfg,
+            trainer,
+            run_dir=run_dir,
+            identity=identity,
+            resume_from=resume_from,
+            folder_lock=held[0] if held else None,
+            pids=pids,
+        )
         hosts = [device.split(":", 1)[0] for device in devices]  # every rank's, torchrun too
         run.write(recorder.run_start(cfg, trainer, run_id=name, devices=devices, hosts=hosts))
         return run
@@ -212,6 +240,11 @@ class Run:
                 return False
             self._ended = True
             if not self.writer:
+                if status != "success" and error:  # the chief may be gone: end for it
+                    me = f"rank {self.trainer.spec.rank}"
+                    said = error if error.startswith("rank ") else f"{me}: {error}"
+                    ends.end_for_chief(self.run_dir, self.pids[0], said)
+                self._let_go()
                 return True
             end = recorder.run_end(
                 self.cfg,
@@ -221,9 +254,39 @@ class Run:
                 error=error,
             )
             try:
-                self.writer.release()
-                self.write(end)
-                self.writer.close()
+                with ends.end_lock(self.run_dir):
+                    self.writer.release()
+                    if not self.writer.others_wrote():  # a rank that outlived a hang did
+                        self.write(end)
+                    self.writer.close()
             except OSError as lost:  # a full or vanished output.dir: say so where it can be seen
                 print(f"error: run_end could not be written ({lost}): {end}", file=sys.stderr)
+            self._let_go()
             return True
+
+    def blame(self, launcher_says: str) -> str | None:
+        """Which rank this rank's failed collective lost (`ends.blame`)."""
+        return ends.blame(self.run_dir, self.pids, self.trainer.spec.rank, launcher_says)
+
+    def _let_go(self) -> None:
+        if self.beacon is not None:
+            self.beacon.release()
+        if self.folder_lock is not None:
+            self.folder_lock.release()
+
+
+def _beacon(run_dir: Path, rank: int) -> liveness.Beacon | None:
+    try:
+        return liveness.Beacon(run_dir, rank)
+    except (OSError, liveness.FolderBusy) as error:
+        _warn(f"rank {rank} has no beacon in {run_dir} ({error}): if it dies, peers cannot tell")
+        return None
+
+
+def _note(note: str, run_dir: Path) -> None:
+    """Tell the launcher where the run is (`ClusterSpec.run_dir_note`)."""
+    if note:
+        try:
+            Path(note).write_text(str(run_dir.resolve()), encoding="utf-8")
+        except OSError as error:
+            _warn(f"cannot tell the launcher where the run is ({note}: {error})")

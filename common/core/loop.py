@@ -30,7 +30,15 @@ from common.core.optim import learning_rate
 from common.core.progress import Progress
 from common.core.records import Status, Step
 from common.core.resume import RunRefused
-from common.core.stops import PREEMPTED_EXIT, STOP_WAIT_S, Aborted, PeerFailed, Preempted, Stops
+from common.core.stops import (
+    PREEMPTED_EXIT,
+    STOP_WAIT_S,
+    Aborted,
+    Diverged,
+    PeerFailed,
+    Preempted,
+    Stops,
+)
 from common.models import weights
 
 
@@ -131,6 +139,8 @@ def train_epochs(
         )
         run.record_epoch(record)
         precision.check_agreement(record)  # a broken run's numbers mean nothing: stop it
+        if cfg.train.stop_on_divergence and (why := recorder.divergence([record])):
+            raise Diverged(f"{why}: stopped there (train.stop_on_divergence)")
         preempted = trainer.all_reduce_sum(np.array([float(stops.requested)]))[0] > 0
         stopping = options.stop_after_epoch == done or preempted
         every = cfg.train.checkpoint_every_epochs
@@ -202,6 +212,10 @@ class Driver:
         except BaseException as ended:  # noqa: BLE001 - DCP's CheckpointException is one
             self.stops.record_only()  # the run is ending: a signal now is noted, not raised
             return self._outcome(ended, last_words)
+        assert self.run is not None
+        diverged = recorder.divergence(self.run.epochs)
+        if diverged:  # trained to the end on NaN: its numbers are not a result
+            return Outcome("diverged", f"{diverged}; trained on to train.epochs", 0)
         return Outcome("success", None, 0)
 
     def _outcome(self, ended: BaseException, last_words: LastWords) -> Outcome:
@@ -210,6 +224,8 @@ class Driver:
             return Outcome("failed", str(ended), 2)
         if isinstance(ended, PeerFailed):
             return Outcome("failed", str(ended), 1)
+        if isinstance(ended, Diverged):
+            return Outcome("diverged", str(ended), 0)
         if isinstance(ended, Preempted):
             return Outcome("aborted", str(ended), PREEMPTED_EXIT)
         if isinstance(ended, Aborted):
@@ -228,6 +244,9 @@ class Driver:
             status: Status = "failed" if failed else "aborted"
             return Outcome(status, str(stops.stopped), 1 if failed else 143)
         error = self.trainer.describe_failure(failure)
+        if self.run is not None and self.trainer.lost_peer(failure) is not None:
+            culprit = self.run.blame(stops.launcher_says())  # the rank at fault, then this one
+            error = f"{culprit}; noticed by {error}" if culprit else error
         print(f"error: {error}", file=sys.stderr)
         traceback.print_exc()
         code = failure.code if isinstance(failure, SystemExit) else None

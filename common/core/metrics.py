@@ -206,6 +206,7 @@ class MetricsWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size  # the file as this writer left it
         self._reserve = self.path.with_name(f".{self.path.name}.reserve")
         if reserve:
             try:
@@ -226,7 +227,12 @@ class MetricsWriter:
         except OSError:
             os.ftruncate(self._fd, whole)  # back to the last whole line
             raise
+        self._size = whole + written
         return record
+
+    def others_wrote(self) -> bool:
+        """Whether another process appended to the file since this writer's last record."""
+        return os.fstat(self._fd).st_size != self._size
 
     def release(self) -> None:
         """Free the reserved bytes, for the last record."""
@@ -248,6 +254,7 @@ class ScanResult:
     records: list[Record]
     problems: list[str]  # "file:line: what is wrong", in file order
     raw: list[dict[str, Any]]  # the valid records as the file holds them
+    lines: list[int] = dataclasses.field(default_factory=list)  # each record's line number
 
 
 def scan(path: str | Path) -> ScanResult:
@@ -287,6 +294,7 @@ def scan(path: str | Path) -> ScanResult:
             result.problems.append(f"{path}:{number}: first record is {record.KIND}, not run_start")
         result.records.append(record)
         result.raw.append(raw)
+        result.lines.append(number)
     if not result.records and not result.problems:
         result.problems.append(f"{path}: no records")
     return result

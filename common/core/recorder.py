@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import platform
 import socket
 from collections.abc import Iterable
@@ -131,6 +132,24 @@ def time_to_target(epochs: Iterable[Epoch], target: float) -> float | None:
     return None
 
 
+def diverged_at(epochs: Iterable[Epoch]) -> int | None:
+    """The first epoch whose train or val loss is NaN or infinite; None if none is."""
+    for record in epochs:
+        if not (math.isfinite(record.train_loss) and math.isfinite(record.val_loss)):
+            return record.epoch
+    return None
+
+
+def divergence(epochs: list[Epoch]) -> str | None:
+    """run_end's error for a diverged run; None for one that did not diverge."""
+    at = diverged_at(epochs)
+    if at is None:
+        return None
+    record = next(r for r in epochs if r.epoch == at)
+    losses = f"train loss {record.train_loss}, val loss {record.val_loss}"
+    return f"the loss diverged at epoch {at} ({losses})"
+
+
 def run_end(
     cfg: Config, *, status: Status, epochs: list[Epoch], total_time_s: float, error: str | None
 ) -> RunEnd:
@@ -146,4 +165,5 @@ def run_end(
         target_accuracy=cfg.train.target_accuracy,
         time_to_target_s=time_to_target(epochs, cfg.train.target_accuracy),
         error=error,
+        diverged_at_epoch=diverged_at(epochs),
     )

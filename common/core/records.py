@@ -24,7 +24,7 @@ from common.core import strategies
 
 SCHEMA_VERSION = 1
 METRICS_FILENAME = "metrics.jsonl"
-Status = Literal["success", "failed", "aborted"]
+Status = Literal["success", "failed", "aborted", "diverged"]
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
 
 
@@ -205,7 +205,9 @@ class RunEnd:
     KIND: ClassVar[str] = "run_end"
     time: str = doc("UTC time the record was written, ISO 8601 with milliseconds")
     status: Status = doc(
-        "success; failed; aborted (stopped on purpose: a signal, --stop-after-epoch, preemption)"
+        "success; failed; aborted (stopped on purpose: a signal, --stop-after-epoch, "
+        "preemption); diverged (a train or val loss became NaN or infinite: the run went on to "
+        "its end, or stopped there with train.stop_on_divergence)"
     )
     epochs_completed: int = doc("epochs with a record, earlier launches included")
     total_time_s: float = doc(
@@ -218,6 +220,9 @@ class RunEnd:
         "elapsed_s when val_accuracy first reached target_accuracy; null if never"
     )
     error: str | None = doc("why the run failed or stopped; null on success")
+    diverged_at_epoch: int | None = doc(
+        "the first epoch whose train or val loss was NaN or infinite; null if none", added=True
+    )
 
 
 Record = RunStart | Resume | Step | Epoch | RunEnd

@@ -12,10 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common.core import checkpoints
+import yaml
+
+from common.core import checkpoints, liveness
 from common.core.cli import RunOptions
 from common.core.config import HOW_NOT_WHAT, is_listed
-from common.core.config_io import flatten
+from common.core.config_io import CONFIG_FILENAME, flatten
+from common.core.records import METRICS_FILENAME
 from common.launch.cluster import ClusterSpec, unique_stamp
 
 # Written into a run folder when it is created: which launch made it. A SLURM job may only go
@@ -45,11 +48,13 @@ def identity(
     }
 
 
-def conflicts(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+def conflicts(
+    saved: dict[str, Any], current: dict[str, Any], held_in: str = "the checkpoint"
+) -> list[str]:
     """Why the run described by `current` (an `identity`) may not go on from a checkpoint
-    whose manifest is `saved`; empty when it may."""
+    whose manifest is `saved` (or a folder `held_in` says); empty when it may."""
     found = [
-        f"{key}: {saved.get(key)!r} in the checkpoint, {current[key]!r} now"
+        f"{key}: {saved.get(key)!r} in {held_in}, {current[key]!r} now"
         for key in ("framework", "strategy", "world_size")
         if saved.get(key) != current[key]
     ]
@@ -57,9 +62,10 @@ def conflicts(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     for key in sorted(set(old) | set(new)):
         if is_listed(key, MAY_CHANGE) or old.get(key) == new.get(key):
             continue
-        found.append(f"{key}: {old.get(key, '(absent)')!r} in the checkpoint, {new.get(key)!r} now")
+        found.append(f"{key}: {old.get(key, '(absent)')!r} in {held_in}, {new.get(key)!r} now")
     onecycle = new.get("optim.schedule") == "onecycle"
-    if onecycle and old.get("train.epochs") != new.get("train.epochs"):
+    resumed = held_in == "the checkpoint"  # a run that starts over keeps no schedule
+    if resumed and onecycle and old.get("train.epochs") != new.get("train.epochs"):
         found.append(
             "train.epochs: the onecycle schedule spans all epochs, so changing them changes "
             f"the learning rate of the epochs left ({old.get('train.epochs')} -> "
@@ -103,13 +109,38 @@ def _create(run_dir: Path, spec: ClusterSpec, *, exist_ok: bool) -> None:
     (run_dir / LAUNCH_FILE).write_text(launch, encoding="utf-8")
 
 
+def lock(run_dir: Path, warn: Callable[[str], None]) -> liveness.Held:
+    """The folder's lock, held by this launch's chief for the life of its process: a second
+    launch of the same folder is refused while this one lives (RunRefused, naming it)."""
+    try:
+        held, earlier = liveness.take(run_dir / liveness.LOCK_FILE, liveness.holder())
+    except liveness.FolderBusy as busy:
+        raise RunRefused(
+            f"{run_dir} is in use by a launch that is still running ({busy}); two launches "
+            "would write into one run, so this one stops and writes nothing. Wait for that "
+            "launch to end, or stop it"
+        ) from None
+    if "unsupported" in earlier:
+        warn(
+            f"the file system of {run_dir} has no file locks ({earlier['unsupported']}): two "
+            "launches of this folder at once are not prevented"
+        )
+    elif earlier:
+        warn(
+            f"took over {run_dir} from a launch that ended without releasing it "
+            f"({liveness.named(earlier)}): its process is gone"
+        )
+    return held
+
+
 def prepare_folder(
     run_dir: Path, options: RunOptions, spec: ClusterSpec, warn: Callable[[str], None]
-) -> str:
-    """Create the run folder and return its name: exclusively for a new run (mkdir is atomic,
-    so of two launches racing for one name only one gets it), or reuse it for --resume, and for
-    --auto-resume when it is this launch's own run. A SLURM job's --auto-resume that finds
-    another job's folder under its name starts afresh in a new, unique folder and says so."""
+) -> tuple[str, liveness.Held]:
+    """Create the run folder, lock it (`lock`) and return its name and lock: exclusively for a
+    new run (mkdir is atomic, so of two launches racing for one name only one gets it), or
+    reuse it for --resume, and for --auto-resume when it is this launch's own run. A SLURM
+    job's --auto-resume that finds another job's folder under its name starts afresh in a new,
+    unique folder and says so."""
     going_on = options.resume or options.auto_resume
     if options.resume and not run_dir.is_dir():
         raise RunRefused(f"--resume: there is no run folder {run_dir} to go on with")
@@ -123,7 +154,7 @@ def prepare_folder(
             f"not resuming it: this run starts afresh in {fresh}"
         )
         _create(fresh, spec, exist_ok=False)
-        return fresh.name
+        return fresh.name, lock(fresh, warn)
     try:
         _create(run_dir, spec, exist_ok=going_on)
     except FileExistsError:
@@ -132,7 +163,45 @@ def prepare_folder(
             "another output.run_name (or leave it empty for a new unique name), or pass "
             f"{RESUME_HINT} to go on with that run"
         ) from None
-    return run_dir.name
+    return run_dir.name, lock(run_dir, warn)
+
+
+def folder_identity(run_dir: Path, current: dict[str, Any]) -> dict[str, Any] | None:
+    """The run a folder holds, as `identity` would describe it, from its config.yaml and its
+    first run_start (keys neither says are taken from `current`); None for a folder that holds
+    no run yet."""
+    try:
+        config = yaml.safe_load((run_dir / CONFIG_FILENAME).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    saved = {**current, "config": config if isinstance(config, dict) else {}}
+    try:
+        with open(run_dir / METRICS_FILENAME, encoding="utf-8") as metrics:
+            start = json.loads(metrics.readline())
+    except (OSError, ValueError):
+        return saved
+    if isinstance(start, dict):
+        saved.update(
+            {key: start[key] for key in ("framework", "strategy", "world_size") if key in start}
+        )
+    return saved
+
+
+def set_aside(run_dir: Path, warn: Callable[[str], None]) -> None:
+    """Before a run starts over in its own folder (no checkpoint to go on from), move the
+    earlier attempt's metrics.jsonl aside as metrics.jsonl.attempt-N, so that the new file
+    holds one run and the old records are kept."""
+    metrics = run_dir / METRICS_FILENAME
+    if not metrics.is_file():
+        return
+    number = 1
+    while (aside := metrics.with_name(f"{METRICS_FILENAME}.attempt-{number}")).exists():
+        number += 1
+    metrics.rename(aside)
+    warn(
+        f"no complete checkpoint in {run_dir}: the run starts over; the earlier records are "
+        f"in {aside.name}"
+    )
 
 
 def choose_checkpoint(
@@ -147,6 +216,17 @@ def choose_checkpoint(
     if folder is None:
         if options.resume:
             raise RunRefused(f"--resume: no complete checkpoint under {checkpoints.root(run_dir)}")
+        saved = folder_identity(run_dir, current)
+        found = conflicts(saved, current, held_in="the folder") if saved else []
+        if found:
+            raise RunRefused(
+                f"{run_dir} holds another run than this launch describes (its {CONFIG_FILENAME} "
+                "and first run_start); nothing was written. Differences: "
+                + "; ".join(found)
+                + ". Undo them, or start a new run (another output.run_name, without "
+                f"{RESUME_HINT}); may change on resume: " + ", ".join(MAY_CHANGE)
+            )
+        set_aside(run_dir, warn)
         return {"folder": None}
     found = conflicts(checkpoints.read_manifest(folder), current)
     if found:

@@ -21,6 +21,10 @@ class Preempted(Aborted):
     checkpointed at the end of the epoch and stops with PREEMPTED_EXIT, to be requeued."""
 
 
+class Diverged(Exception):
+    """A train or val loss became NaN or infinite and train.stop_on_divergence is set."""
+
+
 # How long a rank whose collective failed waits for a stop signal that may be on its way.
 STOP_WAIT_S = 1.0
 
@@ -72,10 +76,14 @@ class Stops:
         """What stopping by `signum` means: a launcher stopping the ranks because another
         failed (its reason file says which), or a stop from outside (scancel, Ctrl-C)."""
         stopped = f"stopped by signal {signal.Signals(signum).name}"
-        reason = _read_reason(self.stop_reason_file)
+        reason = self.launcher_says()
         if reason.startswith("rank "):
             return PeerFailed(f"{stopped} from the launcher: {reason}")
         return Aborted(f"{stopped}: {reason}" if reason else stopped)
+
+    def launcher_says(self) -> str:
+        """What the launcher wrote of a failed rank ("rank N ..."), or ""."""
+        return _read_reason(self.stop_reason_file)
 
     def _note(self, signum: int, frame: FrameType | None) -> None:
         if self.stopped is None:

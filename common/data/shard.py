@@ -22,12 +22,20 @@ import numpy as np
 from common.data.rng import random_bits, stream_key
 
 SHUFFLE_STREAM = 1
+LOADER_STREAM = 3  # (2 is the initial weights', common.models.weights.INIT_STREAM)
 
 
 def epoch_permutation(seed: int, epoch: int, num_samples: int) -> np.ndarray:
     """A permutation of range(num_samples) fixed by (seed, epoch)."""
     keys = random_bits(stream_key(seed, SHUFFLE_STREAM, epoch), num_samples)
     return np.argsort(keys, kind="stable").astype(np.int64)
+
+
+def loader_seed(seed: int, epoch: int, dp_rank: int) -> int:
+    """The seed of a data loader's helpers (torch's DataLoader workers) for one epoch of one
+    data-parallel rank: fixed by (seed, epoch, rank), so that what they draw does not depend on
+    where a run was stopped and resumed, and never comes from the training's own generator."""
+    return int(random_bits(stream_key(seed, LOADER_STREAM, epoch, dp_rank), 1)[0] >> np.uint64(1))
 
 
 def _check_rank(world_size: int, rank: int) -> None:

@@ -20,8 +20,12 @@ from typing import Any
 LAUNCHER_MARK = "SUITE_LAUNCHER"
 # slurm/task.sh sets it to 1 after narrowing CUDA_VISIBLE_DEVICES to its task's own GPU.
 TASK_GPU_BOUND = "SUITE_TASK_GPU_BOUND"
-# common.launch names a file here; before it stops the ranks it writes into it why.
+# common.launch names a file here; it writes into it why a rank failed, as soon as it sees it.
 STOP_REASON_VARIABLE = "SUITE_STOP_REASON"
+# A launcher (common.launch, slurm/run_slurm.sh, torch_impl.agent) names a file here; the chief
+# writes its run folder into it, so that the launcher can end a run whose chief died
+# (`python -m common.core.ends --note FILE`).
+RUN_DIR_VARIABLE = "SUITE_RUN_DIR_NOTE"
 
 
 class ClusterError(ValueError):
@@ -41,7 +45,8 @@ class ClusterSpec:
     master_port: int
     launch_id: str = ""  # the same in every rank of one launch (job id, launcher's run id)
     tf_ports: tuple[int, ...] = ()  # TensorFlow port of every rank, in rank order
-    stop_reason_file: str = ""  # where common.launch says why it stopped the ranks
+    stop_reason_file: str = ""  # where common.launch says why a rank failed
+    run_dir_note: str = ""  # where the chief writes its run folder for the launcher
     cpus_per_task: int = 0  # SLURM_CPUS_PER_TASK: cores of this task (0: not said)
     slurm_job_id: str = ""  # SLURM_JOB_ID when inside a SLURM job (srun tasks, torchrun in a job)
     cluster_name: str = ""  # SLURM_CLUSTER_NAME: job ids are only unique within one cluster

@@ -15,6 +15,7 @@ is the one writer of TF_CONFIG).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -23,6 +24,7 @@ from typing import Any
 
 from common.launch.cluster import (
     LAUNCHER_MARK,
+    RUN_DIR_VARIABLE,
     STOP_REASON_VARIABLE,
     TASK_GPU_BOUND,
     ClusterError,
@@ -198,10 +200,12 @@ def from_environment(env: Mapping[str, str] | None = None) -> ClusterSpec:
     """Read the launcher's variables (os.environ unless `env` is given) into a ClusterSpec."""
     env = os.environ if env is None else env
     if "RANK" in env or "WORLD_SIZE" in env:
-        return _from_torchrun(env)
-    if "SLURM_STEP_NUM_TASKS" in env and "SLURM_PROCID" in env:
-        return _from_slurm(env)
-    return _single(env)
+        spec = _from_torchrun(env)
+    elif "SLURM_STEP_NUM_TASKS" in env and "SLURM_PROCID" in env:
+        spec = _from_slurm(env)
+    else:
+        spec = _single(env)
+    return dataclasses.replace(spec, run_dir_note=env.get(RUN_DIR_VARIABLE, ""))
 
 
 def rendezvous_endpoint(env: Mapping[str, str] | None = None) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,7 @@ from typing import IO
 
 from common.launch.cluster import (
     LAUNCHER_MARK,
+    RUN_DIR_VARIABLE,
     STOP_REASON_VARIABLE,
     free_ports,
     local_spec,
@@ -33,6 +35,7 @@ from common.launch.cluster import (
 )
 
 POLL_S = 0.05
+STOPPED_S = 1.0  # a rank stopped this long is taken to have stopped answering
 
 
 def rank_environments(nproc: int, base_env: dict[str, str]) -> list[dict[str, str]]:
@@ -79,10 +82,23 @@ def _exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def _describe(returncode: int) -> str:
-    if returncode < 0:
-        return f"killed by {signal.Signals(-returncode).name}"
-    return f"exit code {returncode}"
+def is_stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped (SIGSTOP, SIGTSTP; state T in /proc/PID/stat)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    except (OSError, IndexError):
+        return False
+
+
+def what_happened(rank: int, process: subprocess.Popen[bytes], stopped: bool = False) -> str:
+    """One rank's failure as the launcher saw it, naming its pid."""
+    where = f"pid {process.pid} on {socket.gethostname()}"
+    if stopped:
+        return f"rank {rank} stopped answering: its process is stopped (SIGSTOP; {where})"
+    code = process.returncode or 0
+    if code < 0:
+        return f"rank {rank} was killed by {signal.Signals(-code).name} ({where})"
+    return f"rank {rank} failed with exit code {code} ({where})"
 
 
 def _first_failure(processes: list[subprocess.Popen[bytes]]) -> tuple[int, int] | None:
@@ -92,19 +108,88 @@ def _first_failure(processes: list[subprocess.Popen[bytes]]) -> tuple[int, int] 
     return min(failed, key=lambda found: (found[1] >= 0, found[0]), default=None)
 
 
+class Watch:
+    """Which rank is at fault, as the launcher sees its children: the first found killed by a
+    signal or failed, or, before either, one found stopped for STOPPED_S (its peers will fail
+    in a collective later, and only have noticed it). Its description goes into the reason
+    file at once, so that the ranks that notice can name it in their run_end."""
+
+    def __init__(self, processes: list[subprocess.Popen[bytes]], reason_file: Path) -> None:
+        self.processes, self.reason_file = processes, reason_file
+        self.culprit: int | None = None
+        self.culprit_stopped = False
+        self.failed_at: float | None = None
+        self.stopped_since: dict[int, float] = {}
+        self.noticed: dict[int, int] = {}  # ranks that failed on their own after it: exit code
+        self.terminating = False  # SIGTERM sent: a rank that ends now was stopped, not failed
+
+    def check(self, now: float) -> None:
+        found = _first_failure(self.processes)
+        for rank, process in enumerate(self.processes):
+            if process.returncode is None and is_stopped(process.pid):
+                self.stopped_since.setdefault(rank, now)
+            else:
+                self.stopped_since.pop(rank, None)
+        stopped = [r for r, since in self.stopped_since.items() if now - since > STOPPED_S]
+        if self.culprit_stopped and not found and self.culprit not in self.stopped_since:
+            self.culprit, self.culprit_stopped = None, False  # it was continued in time
+            self.reason_file.unlink(missing_ok=True)
+        if self.culprit is None and (stopped or found):
+            self.culprit = stopped[0] if stopped else found[0] if found else None
+            self.culprit_stopped = bool(stopped)
+            self.reason_file.write_text(self.describe(), encoding="utf-8")
+        if found and self.failed_at is None:
+            self.failed_at = now
+        if self.culprit is None or self.terminating:
+            return
+        for rank, process in enumerate(self.processes):
+            if rank != self.culprit and process.returncode and rank not in self.noticed:
+                self.noticed[rank] = process.returncode
+
+    def describe(self) -> str:
+        assert self.culprit is not None
+        process = self.processes[self.culprit]
+        return what_happened(self.culprit, process, self.culprit_stopped)
+
+    def exit_code(self) -> int:
+        assert self.culprit is not None
+        code = self.processes[self.culprit].returncode
+        if self.culprit_stopped or code is None:
+            code = next(iter(self.noticed.values()), 1)
+        return _exit_code(code)
+
+    def last_line(self) -> str:
+        noticed = ", ".join(str(rank) for rank in sorted(self.noticed))
+        seen = (
+            f"; rank{'s' if len(self.noticed) > 1 else ''} {noticed} only noticed it"
+            if noticed
+            else ""
+        )
+        return f"[launch] {self.describe()}{seen}; stopped the other ranks; exit {self.exit_code()}"
+
+
+def end_missing_run_end(note: Path, error: str) -> None:
+    """Write the run_end the chief could not (`python -m common.core.ends`): a no-op when the
+    run has one, or did not start."""
+    command = [sys.executable, "-m", "common.core.ends", "--note", str(note), "--error", error]
+    subprocess.run(command, check=False, timeout=60)
+
+
 def run(command: list[str], nproc: int, grace_s: float = 5.0) -> int:
-    """Run `command` as `nproc` ranks; return 0, or the first failing rank's exit code.
+    """Run `command` as `nproc` ranks; return 0, or the failing rank's exit code.
 
     When a rank fails, the others get `grace_s` to fail on their own (their collectives
     notice the lost peer and they write their run_end with that cause), then SIGTERM, then
-    SIGKILL after another `grace_s`. Before SIGTERM the launcher writes why into the file named
-    by SUITE_STOP_REASON, which a rank's SIGTERM handler reads into its run_end."""
+    SIGKILL after another `grace_s`. As soon as the launcher sees a rank fail (or stopped), it
+    writes which into the file named by SUITE_STOP_REASON, which the ranks read into their
+    run_end. A run whose chief could not write its run_end gets one from the launcher."""
     lock = threading.Lock()
     processes: list[subprocess.Popen[bytes]] = []
     relays: list[threading.Thread] = []
     reason_dir = tempfile.TemporaryDirectory(prefix="suite-launch-")
     reason_file = Path(reason_dir.name) / "stop-reason"
-    base_env = {**os.environ, STOP_REASON_VARIABLE: str(reason_file)}
+    note = Path(reason_dir.name) / "run-dir"
+    base_env = {**os.environ, STOP_REASON_VARIABLE: str(reason_file), RUN_DIR_VARIABLE: str(note)}
     for rank, env in enumerate(rank_environments(nproc, base_env)):
         try:
             process = subprocess.Popen(
@@ -124,30 +209,29 @@ def run(command: list[str], nproc: int, grace_s: float = 5.0) -> int:
         processes.append(process)
         relays.append(relay)
 
-    failure: tuple[int, int] | None = None
+    watch = Watch(processes, reason_file)
     interrupted: list[int] = []
     previous = {
         signum: signal.signal(signum, lambda signum, frame: interrupted.append(signum))
         for signum in (signal.SIGINT, signal.SIGTERM)
     }
-    failed_at = term_at = kill_at = None
+    term_at = kill_at = None
     try:
         # poll every process on every pass (any() would stop at the first one still running)
         while [process.poll() for process in processes].count(None):
             now = time.monotonic()
-            if failure is None and not interrupted:
-                failure = _first_failure(processes)
-                failed_at = now if failure else None
+            if not interrupted:
+                watch.check(now)
             if interrupted and term_at is None:
                 reason_file.write_text(
                     f"the launcher was stopped by {signal.Signals(interrupted[0]).name}"
                 )
                 term_at = now
-            if failure and term_at is None and failed_at is not None and now > failed_at + grace_s:
-                rank, returncode = failure
-                reason_file.write_text(f"rank {rank} failed ({_describe(returncode)})")
+            failed_at = watch.failed_at
+            if failed_at is not None and term_at is None and now > failed_at + grace_s:
                 term_at = now
             if term_at is not None and kill_at is None:
+                watch.terminating = True
                 # The rank's main process only: its helpers (DataLoader workers) keep running
                 # while it writes its run_end; SIGKILL to the whole group comes after grace_s.
                 for process in processes:
@@ -158,26 +242,24 @@ def run(command: list[str], nproc: int, grace_s: float = 5.0) -> int:
                 for process in processes:
                     _signal_group(process, signal.SIGKILL)
             time.sleep(POLL_S)
+        for relay in relays:
+            relay.join(timeout=5)
+        if interrupted:
+            end_missing_run_end(
+                note, f"the launcher was stopped by {signal.Signals(interrupted[0]).name}"
+            )
+            print(f"[launch] interrupted; stopped all {nproc} ranks", file=sys.stderr)
+            return 128 + interrupted[0]
+        watch.check(time.monotonic())
+        if watch.culprit is None or not any(process.returncode for process in processes):
+            return 0
+        end_missing_run_end(note, f"{watch.describe()} (seen by the launcher)")
+        print(watch.last_line(), file=sys.stderr)
+        return watch.exit_code()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         reason_dir.cleanup()
-    for relay in relays:
-        relay.join(timeout=5)
-    if failure is None:
-        failure = _first_failure(processes)
-    if interrupted:
-        print(f"[launch] interrupted; stopped all {nproc} ranks", file=sys.stderr)
-        return 128 + interrupted[0]
-    if failure is not None:
-        rank, returncode = failure
-        print(
-            f"[launch] rank {rank} failed with exit code {_exit_code(returncode)} "
-            f"({_describe(returncode)}); stopped the other ranks",
-            file=sys.stderr,
-        )
-        return _exit_code(returncode)
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

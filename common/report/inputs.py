@@ -10,7 +10,7 @@ from typing import Any
 
 from common.core.metrics import METRICS_FILENAME, quote, scan
 from common.core.records import RunStart
-from common.report.runs import RecordedRun
+from common.report.runs import RecordedRun, mixed_runs
 
 
 def read_manifest(path: Path) -> tuple[list[Path], list[str]]:
@@ -87,6 +87,15 @@ def load_runs(
         result = scan(path)
         problems.extend(result.problems)
         if not result.records or not isinstance(result.records[0], RunStart):
+            continue
+        mixed = mixed_runs(result.records, result.lines)
+        if mixed is not None:
+            line, why = mixed
+            problems.append(
+                f"{path}:{line}: a run_start that is not a resume of the run above it ({why}): "
+                "two runs were written into one file, and their numbers cannot be told apart; "
+                "left out. Compare runs from folders of their own"
+            )
             continue
         run = RecordedRun(str(path), result.records)
         if once and run.identity in runs:

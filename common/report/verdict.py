@@ -26,10 +26,15 @@ def _label(row: Row) -> str:
 
 def sentences(rows: list[Row], target: float) -> list[str]:
     """The verdict of one group of comparable runs."""
+    said = [
+        f"{_label(row)} diverged (its loss became NaN or infinite): its accuracy and time to "
+        "target are not results."
+        for row in rows
+        if "diverged" in row.status.split(",")
+    ]
     timed = [row for row in rows if row.speed]
     if not timed:
-        return ["No run of this group finished a timed epoch."]
-    said = []
+        return [*said, "No run of this group finished a timed epoch."]
     fastest = max(timed, key=lambda row: row.speed)
     said.append(
         f"Fastest: {_label(fastest)} at {fastest.speed:,.0f} samples/s"

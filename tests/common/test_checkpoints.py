@@ -120,18 +120,34 @@ def test_a_resume_may_change_only_the_listed_keys():
     assert "onecycle schedule spans all epochs" in resume.conflicts(onecycle, longer)[0]
 
 
+def claim(run_dir, options, spec, warn):
+    """resume.prepare_folder, its lock let go at once (as at the end of a launch)."""
+    name, held = resume.prepare_folder(run_dir, options, spec, warn)
+    held.release()
+    return name
+
+
+def test_a_folder_held_by_a_live_launch_is_refused_naming_it(tmp_path):
+    run_dir = tmp_path / "results" / "s"
+    _, held = resume.prepare_folder(run_dir, RunOptions(), SPEC, print)
+    with pytest.raises(resume.RunRefused, match="is in use by a launch that is still running"):
+        resume.prepare_folder(run_dir, RunOptions(resume=True), SPEC, print)
+    held.release()
+    warnings = []
+    claim(run_dir, RunOptions(resume=True), SPEC, warnings.append)
+    assert warnings == []  # released cleanly: nothing to take over
+
+
 def test_a_new_run_never_takes_an_existing_folder(tmp_path):
     run_dir = tmp_path / "results" / "s"
-    resume.prepare_folder(run_dir, RunOptions(), SPEC, print)
+    claim(run_dir, RunOptions(), SPEC, print)
     assert run_dir.is_dir()
     with pytest.raises(resume.RunRefused, match="already exists and holds another run") as caught:
-        resume.prepare_folder(run_dir, RunOptions(), SPEC, print)
+        claim(run_dir, RunOptions(), SPEC, print)
     assert str(run_dir) in str(caught.value) and "--resume / --auto-resume" in str(caught.value)
-    resume.prepare_folder(
-        run_dir, RunOptions(auto_resume=True), SPEC, print
-    )  # going on with it: fine
+    claim(run_dir, RunOptions(auto_resume=True), SPEC, print)  # going on with it: fine
     with pytest.raises(resume.RunRefused, match="there is no run folder"):
-        resume.prepare_folder(tmp_path / "never", RunOptions(resume=True), SPEC, print)
+        claim(tmp_path / "never", RunOptions(resume=True), SPEC, print)
 
 
 def test_a_checkpoint_of_another_run_is_refused_and_what_may_change_is_said(tmp_path):
@@ -153,18 +169,19 @@ def test_a_checkpoint_of_another_run_is_refused_and_what_may_change_is_said(tmp_
 def test_a_job_goes_on_only_with_the_folder_its_own_earlier_start_made(tmp_path):
     run_dir, warnings = tmp_path / "t-5", []
     auto = RunOptions(auto_resume=True)
-    assert resume.prepare_folder(run_dir, auto, job(), warnings.append) == "t-5"  # first start
+    assert claim(run_dir, auto, job(), warnings.append) == "t-5"  # first start
     make_checkpoint(run_dir, 2)
-    assert resume.prepare_folder(run_dir, auto, job(restarts=1), warnings.append) == "t-5"
+    assert claim(run_dir, auto, job(restarts=1), warnings.append) == "t-5"
     assert warnings == []
     # job 5 again after the cluster's state was wiped (a first start), or job 5 of another
     # cluster on the same file system: a fresh folder, and the old run is left alone
     for other in (job(), job(restarts=1, cluster_name="beta")):
-        name = resume.prepare_folder(run_dir, auto, other, warnings.append)
+        name = claim(run_dir, auto, other, warnings.append)
         assert name.startswith("t-5-") and (tmp_path / name).is_dir()
         assert f"{run_dir} holds another run than this job's" in warnings[-1]
         assert f"starts afresh in {tmp_path / name}" in warnings[-1]
-    assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoints", "launch.json"]
+    shown = sorted(p.name for p in run_dir.iterdir() if p.name != ".lock")  # the folder's lock
+    assert shown == ["checkpoints", "launch.json"]
     # a folder from before launch.json existed is not known to be this job's either
     (run_dir / "launch.json").unlink()
-    assert resume.prepare_folder(run_dir, auto, job(restarts=1), warnings.append) != "t-5"
+    assert claim(run_dir, auto, job(restarts=1), warnings.append) != "t-5"

@@ -151,3 +151,12 @@ def test_every_float_form_python_reads_is_a_number_in_overrides_and_presets(tmp_
             config_io.load_config(None, [f"optim.lr={bad}"])
     with pytest.raises(ValueError, match="train.epochs: expected an integer, got '1e3'"):
         config_io.load_config(None, ["train.epochs=1e3"])  # counts stay integers
+
+
+def test_free_text_keys_take_what_was_typed_and_yaml_booleans_in_files_are_explained(tmp_path):
+    cfg = config_io.load_config(None, ["output.run_name=on", "output.dir=1e3"])
+    assert (cfg.output.run_name, cfg.output.dir) == ("on", "1e3")
+    preset = tmp_path / "p.yaml"
+    preset.write_text("output:\n  run_name: yes\n")
+    with pytest.raises(ValueError, match="YAML reads yes/no/on/off/true/false as booleans: quote"):
+        config_io.load_config(preset)

@@ -106,7 +106,8 @@ def test_resume_without_a_checkpoint_is_refused_and_names_where_it_looked(tmp_pa
     assert loop.execute(cfg, RunOptions(resume=True), NumpyTrainer()) == ("failed", 2)
     expected = f"no complete checkpoint under {tmp_path / 'none' / 'checkpoints'}"
     assert expected in capsys.readouterr().err
-    assert list((tmp_path / "none").iterdir()) == []  # nothing written
+    # nothing written but the folder's lock file, left empty: no launch holds it
+    assert [(p.name, p.stat().st_size) for p in (tmp_path / "none").iterdir()] == [(".lock", 0)]
 
 
 def test_a_failing_step_ends_the_run_with_the_trainers_description(tmp_path):

@@ -2,13 +2,16 @@
 expands them, nodes with cores of their own, and scancel."""
 
 import json
+import os
+import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
 from common.core import metrics
-from tests.slurm.jobs import ROOT_ONLY, layout, slurm_env, submit, wait_for
+from tests.slurm.jobs import REPO, ROOT_ONLY, layout, slurm_env, submit, wait_for
 
 pytestmark = ROOT_ONLY
 
@@ -84,3 +87,57 @@ def test_scancel_ends_the_run_as_aborted_before_killwait(cluster, framework, tmp
     end = metrics.read_metrics(metrics_file)[-1]
     assert end["record"] == "run_end" and end["status"] == "aborted", end
     assert "SIGTERM" in end["error"]
+
+
+def rank_process(job: str, rank: int) -> int:
+    """The pid of the training process of `rank` in `job` (the test cluster's nodes share
+    this machine's process table)."""
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            found = set(environ.read_bytes().split(b"\0"))
+            command = (environ.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        mine = {f"SLURM_JOB_ID={job}".encode(), f"SLURM_PROCID={rank}".encode()}
+        if mine <= found and b"_impl.train" in command and b"task.sh" not in command:
+            return int(environ.parent.name)
+    raise AssertionError(f"no rank {rank} of job {job} found")
+
+
+@pytest.mark.parametrize("cluster", [2], indirect=True)
+@pytest.mark.parametrize("how", ["sbatch torch", "sbatch tf", "srun torch"])
+def test_a_killed_chief_still_gets_a_run_end(cluster, how, tmp_path):
+    """SIGKILL to rank 0: a surviving rank (or, after srun, the batch script) writes the
+    run_end, naming rank 0, under sbatch and under plain srun alike."""
+    env = slurm_env(tmp_path)
+    launch, framework = how.split()
+    args = [framework, "configs/mlp_adam.yaml", "--set", "train.epochs=20", "--set",
+            "train.log_every_steps=1", "--set", "dist.timeout_s=30"]  # fmt: skip
+    if launch == "sbatch":
+        job = submit(
+            [*layout(cluster), "--job-name=k", f"--output={tmp_path}/%x-%j.out"], args, env
+        )
+        waiting = None
+    else:
+        command = ["srun", *layout(cluster), "--job-name=k", "--time=5", "slurm/run_slurm.sh"]
+        waiting = subprocess.Popen(
+            [*command, *args], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob("k-*")):
+            assert time.monotonic() < deadline and waiting.poll() is None
+            time.sleep(0.2)
+        job = list(tmp_path.glob("k-*"))[0].name.split("-", 1)[1]
+    metrics_file = tmp_path / f"k-{job}" / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while not (metrics_file.is_file() and metrics_file.read_text().count('"step"') >= 30):
+        assert time.monotonic() < deadline, f"job {job} never trained"
+        time.sleep(0.2)
+    os.kill(rank_process(job, 0), signal.SIGKILL)
+    if waiting is not None:
+        waiting.communicate(timeout=120)
+    assert wait_for(job, env, timeout_s=120) == "FAILED"
+    records = metrics.read_metrics(metrics_file)
+    ends = [r for r in records if r["record"] == "run_end"]
+    assert len(ends) == 1 and records[-1] is ends[0] and ends[0]["status"] == "failed", records[-2:]
+    assert ends[0]["error"].startswith(("rank 0 (host n1, pid ", "the srun step ended")), ends[0]

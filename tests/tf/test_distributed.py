@@ -146,7 +146,8 @@ def test_a_killed_worker_makes_the_other_fail_within_the_timeout(tmp_path):
     print(f"the surviving worker exited {waited:.1f} s after its peer was killed")
     assert waited < 20 + 10 and code == 1
     assert end["record"] == "run_end" and end["status"] == "failed"
-    assert end["error"].startswith("rank 0: a collective failed")
+    assert end["error"].startswith("rank 1 (host "), end["error"]  # the rank at fault first
+    assert ") is gone: its process ended; noticed by rank 0: a collective failed" in end["error"]
 
 
 def test_a_worker_that_never_starts_is_named_after_the_retries(tmp_path):

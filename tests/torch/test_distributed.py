@@ -157,7 +157,9 @@ def test_a_killed_rank_makes_the_other_fail_within_the_timeout(tmp_path):
     assert waited < 20 + 5
     assert code != 0
     assert end["record"] == "run_end" and end["status"] == "failed"
-    assert "rank 0" in end["error"] and "error: rank 0" in output
+    assert end["error"].startswith("rank 1 (host "), end["error"]  # the rank at fault first
+    assert "noticed by rank 0: a collective failed" in end["error"]
+    assert "error: rank 1 (host " in output
 
 
 def test_a_peer_that_never_starts_fails_the_rendezvous_in_time(tmp_path):

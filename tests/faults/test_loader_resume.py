@@ -1,0 +1,68 @@
+"""Stop + resume is bitwise for both data pipelines on both frameworks, with dropout on (the
+training's random numbers): the loader's helpers never draw from the training's generator, so
+torch's DataLoader workers, started per epoch and seeded from (seed, epoch, rank, worker), give
+the same numbers with any worker count and wherever the run was stopped."""
+
+import json
+
+import pytest
+
+from tests.launching import runner
+
+SETTINGS = [
+    "data.train_limit=1280",
+    "data.test_limit=500",
+    "train.epochs=3",
+    "train.checkpoint_every_epochs=1",
+    "model.dropout=true",
+]
+
+
+def curve(run_dir) -> list[tuple[float, float, float]]:
+    """Every epoch's losses and accuracy, as the file holds them (the last of each epoch)."""
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    epochs = {}
+    for line in lines:
+        record = json.loads(line)
+        if record["record"] == "epoch":
+            epochs[record["epoch"]] = (
+                record["train_loss"],
+                record["val_loss"],
+                record["val_accuracy"],
+            )
+    return [epochs[number] for number in sorted(epochs)]
+
+
+@pytest.mark.parametrize("module", ["torch_impl.train", "tf_impl.train"])
+@pytest.mark.parametrize("pipeline", ["tensor", "loader"])
+def test_stop_and_resume_equals_an_uninterrupted_run(module, pipeline, tmp_path):
+    run = runner(module, tmp_path)
+    settings = [*SETTINGS, f"data.pipeline={pipeline}", "data.loader_workers=2"]
+    _, whole = run("whole", 0, *settings, small=False)
+    run("parts", 0, *settings, small=False, extra=["--stop-after-epoch", "1"])
+    _, parts = run("parts", 0, *settings, small=False, extra=["--resume"])
+    assert len(curve(whole)) == 3
+    assert curve(parts) == curve(whole)
+
+
+def test_the_number_of_loader_workers_does_not_change_the_numbers(tmp_path):
+    run = runner("torch_impl.train", tmp_path)
+    found = []
+    for workers in (0, 1, 2):
+        settings = [*SETTINGS, "data.pipeline=loader", f"data.loader_workers={workers}"]
+        _, run_dir = run(f"w{workers}", 0, *settings, small=False)
+        found.append(curve(run_dir))
+    assert found[0] == found[1] == found[2]
+
+
+@pytest.mark.parametrize("module", ["torch_impl.train", "tf_impl.train"])
+def test_measuring_the_peak_does_not_change_the_numbers(module, tmp_path):
+    """The first run of a machine measures the GEMM peak (later ones read the cache); its
+    random matrices must not come from the generator dropout draws from."""
+    run = runner(module, tmp_path)
+    cache = {"SUITE_CACHE_DIR": str(tmp_path / "cache")}
+    settings = [*SETTINGS, "train.epochs=1"]
+    _, cold = run("cold", 0, *settings, small=False, env=cache)
+    _, warm = run("warm", 0, *settings, small=False, env=cache)
+    assert (tmp_path / "cache" / "peak_flops.json").is_file()
+    assert curve(cold) == curve(warm)
