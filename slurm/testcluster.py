@@ -1,7 +1,12 @@
 """A real SLURM cluster on this machine, for the tests and the demo (root, Debian).
 
-    python slurm/testcluster.py up [--nodes 2] [--dir /tmp/suite-slurm]   # prints the env to use
+    python slurm/testcluster.py up [--nodes 2] [--dir /tmp/suite-slurm] [--owner PID]
     python slurm/testcluster.py down [--dir /tmp/suite-slurm]
+
+One cluster runs on a machine at a time (its names are machine-wide): `up` refuses, with exit
+status 3 and the owner named, while the cluster of a live owner (--owner, default the process
+that ran `up`) is up, and takes down a stale one whose owner is gone, saying so
+(slurm/testcluster_claim.py).
 
 `up` installs Debian's slurmctld, slurmd, slurm-client and munge if they are missing, and
 starts munged (unless one runs), slurmctld and one slurmd per node, without systemd. Every
@@ -23,15 +28,17 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import testcluster_claim as claim
+
 PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
-BRIDGE, SUBNET = "suite-br0", "10.77.0"
+BRIDGE, SUBNET = claim.BRIDGE, "10.77.0"
+BUSY_EXIT = 3
 CTLD_PORT, SLURMD_PORT = 16817, 16818
 HOSTS_MARK = "# suite-testcluster"
 CPUS_PER_NODE = 2
@@ -118,15 +125,6 @@ def make_network(nodes: list[str]) -> None:
         sh("ip", "-n", namespace, "link", "set", "lo", "up")
 
 
-def remove_network() -> None:
-    """Delete this script's namespaces (suite-n*) and bridge, if there are any."""
-    listed = sh("ip", "netns", "list", check=False).stdout.split()
-    for name in listed:
-        if name.startswith("suite-n"):
-            sh("ip", "netns", "del", name, check=False)
-    sh("ip", "link", "del", BRIDGE, check=False)
-
-
 def wait_until(condition, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -151,10 +149,27 @@ def node_cores(index: int, count: int) -> list[int]:
     return cores[index * share : (index + 1) * share]
 
 
-def up(root: Path, count: int) -> dict:
+def claim_cluster(root: Path, owner: int) -> None:
+    """Record `owner` as the cluster's (claim.Busy while a live owner has it), after taking
+    down a stale cluster, or what an interrupted `up` left."""
+    with claim.registry_lock():
+        record = claim.read()
+        if record and claim.owner_alive(record):
+            raise claim.Busy(
+                f"the machine's test cluster is in use ({claim.describe(record)}); it is taken "
+                "down when that run ends, or by `down` with its --dir"
+            )
+        if record or claim.leftovers() or (root / "started.json").exists():
+            said = claim.describe(record) if record else "no owner recorded"
+            print(f"taking down a stale test cluster whose owner is gone ({said})", file=sys.stderr)
+            take_down(Path(record.get("dir", root)), record)
+        claim.write({"dir": str(root), "owner": owner, "owner_start": claim.start_time(owner),
+                     "since": time.time(), "netns": {}})  # fmt: skip
+
+
+def up(root: Path, count: int, owner: int) -> dict:
     install()
-    if (root / "started.json").exists():
-        raise RuntimeError(f"a test cluster from {root} is still up; run `down` first")
+    claim_cluster(root, owner)
     root.mkdir(parents=True, exist_ok=True)
     nodes = node_names(count)
     config = write_config(root, nodes)
@@ -165,8 +180,10 @@ def up(root: Path, count: int) -> dict:
         shutil.chown("/run/munge", "munge", "munge")
         sh("runuser", "-u", "munge", "--", "munged")
         started["pids"]["munged"] = int(sh("pgrep", "-x", "munged").stdout.split()[0])
-    remove_network()  # what a killed earlier run may have left (names are this script's own)
+    claim.remove_network()  # what an interrupted `up` may have left (names are this script's own)
     make_network(nodes)
+    with claim.registry_lock():  # the namespaces' identities, to find their orphans later
+        claim.write({**claim.read(), "netns": claim.namespace_inodes()})
     set_hosts(nodes)
     sh("slurmctld", "-f", str(config))
     wait_until(lambda: read_pid(root / "slurmctld.pid"), 10, "slurmctld")
@@ -202,26 +219,31 @@ def up(root: Path, count: int) -> dict:
     return started
 
 
-def down(root: Path) -> None:
-    record = root / "started.json"
-    if not record.exists():
-        return
-    started = json.loads(record.read_text())
-    for pid in reversed(list(started["pids"].values())):
-        if pid:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
-                time.sleep(0.1)
-            if Path(f"/proc/{pid}").exists():
-                os.kill(pid, signal.SIGKILL)
-    remove_network()
+def take_down(root: Path, record: dict) -> None:
+    """Stop the daemons `root` recorded and everything in the cluster's namespaces, remove its
+    network and hosts lines, and forget it."""
+    try:
+        started = json.loads((root / "started.json").read_text())
+    except (OSError, ValueError):
+        started = {"pids": {}}
+    daemons = [pid for pid in started["pids"].values() if pid]
+    claim.take_down(record, daemons)
     set_hosts([])
-    record.unlink()
+    (root / "started.json").unlink(missing_ok=True)
     shutil.rmtree(root / "state", ignore_errors=True)
+    claim.REGISTRY.unlink(missing_ok=True)
+
+
+def down(root: Path) -> None:
+    """Take down the cluster `up --dir root` started (claim.Busy if it is another's)."""
+    with claim.registry_lock():
+        record = claim.read()
+        if record and record.get("dir") != str(root) and claim.owner_alive(record):
+            raise claim.Busy(
+                f"the machine's test cluster is not this --dir's: {claim.describe(record)}"
+            )
+        if record or (root / "started.json").exists() or claim.leftovers():
+            take_down(root, record)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -231,15 +253,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["up", "down"])
     parser.add_argument("--nodes", type=int, default=1)
     parser.add_argument("--dir", type=Path, default=Path("/tmp/suite-slurm"))
+    parser.add_argument(
+        "--owner",
+        type=int,
+        default=os.getppid(),
+        help="the process the cluster belongs to: while it lives, another `up` is refused; "
+        "once it is gone, the next `up` takes the cluster down (default: the caller)",
+    )
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("error: the test cluster needs root (packages, namespaces, daemons)", file=sys.stderr)
         return 2
-    if args.action == "down":
-        down(args.dir)
-        return 0
     try:
-        started = up(args.dir, args.nodes)
+        if args.action == "down":
+            down(args.dir)
+            return 0
+        started = up(args.dir, args.nodes, args.owner)
+    except claim.Busy as busy:
+        print(f"busy: {busy}", file=sys.stderr)
+        return BUSY_EXIT
     except (RuntimeError, subprocess.CalledProcessError) as error:
         detail = getattr(error, "stderr", "") or ""
         print(f"error: {error} {detail}".strip(), file=sys.stderr)

@@ -1,36 +1,50 @@
 """The SLURM test cluster, brought up once per node count for the whole session: one node,
-then two (network namespaces with their own hostnames, addresses and cores)."""
+then two (network namespaces with their own hostnames, addresses and cores).
 
+The cluster is the machine's one (slurm/testcluster.py): this session owns it while its tests
+run. Another live session's cluster is waited for (BUSY_WAIT_S), then its tests are skipped
+with that reason; a stale one, whose owner was killed, is taken down by `up`. SIGTERM (a
+timeout) ends the session as Ctrl-C does, so the cluster is taken down either way."""
+
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
 from tests.slurm.jobs import CLUSTER_DIR, REPO
 
+BUSY_EXIT = 3  # slurm/testcluster.py: another live owner's cluster is up
+BUSY_WAIT_S = 300
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def cluster_command(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "slurm/testcluster.py", *args, "--dir", str(CLUSTER_DIR)]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+
 
 @pytest.fixture(scope="session", params=[1, 2], ids=["1-node", "2-node"])
 def cluster(request):
-    up = subprocess.run(
-        [
-            sys.executable,
-            "slurm/testcluster.py",
-            "up",
-            "--nodes",
-            str(request.param),
-            "--dir",
-            str(CLUSTER_DIR),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    deadline = time.monotonic() + BUSY_WAIT_S
+    while True:
+        up = cluster_command("up", "--nodes", str(request.param), "--owner", str(os.getpid()))
+        if up.returncode != BUSY_EXIT:
+            break
+        if time.monotonic() > deadline:
+            signal.signal(signal.SIGTERM, previous)
+            pytest.skip(f"waited {BUSY_WAIT_S} s for another run's SLURM test cluster: {up.stderr}")
+        time.sleep(10)
     assert up.returncode == 0, up.stderr
-    yield request.param
-    subprocess.run(
-        [sys.executable, "slurm/testcluster.py", "down", "--dir", str(CLUSTER_DIR)],
-        cwd=REPO,
-        check=True,
-        timeout=120,
-    )
+    try:
+        yield request.param
+    finally:
+        down = cluster_command("down")
+        signal.signal(signal.SIGTERM, previous)
+        assert down.returncode == 0, down.stderr

@@ -1,0 +1,127 @@
+"""The machine's one SLURM test cluster across runs: a stale cluster of a killed run is taken
+down with everything it left (orphaned processes in its namespaces, their links), a live
+owner's cluster is left alone, and a test session stopped by Ctrl-C or by a timeout leaves
+nothing behind. These tests run before the session's own cluster is up (file order)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.slurm.conftest import BUSY_EXIT, BUSY_WAIT_S, cluster_command
+from tests.slurm.jobs import CLUSTER_DIR, REPO, ROOT_ONLY
+
+pytestmark = ROOT_ONLY
+REGISTRY = Path("/run/suite-testcluster.json")
+
+
+def registry() -> dict:
+    try:
+        return json.loads(REGISTRY.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def nothing_left() -> list[str]:
+    """What of a test cluster is still on the machine."""
+    found = []
+    if REGISTRY.exists():
+        found.append(f"registry {registry()}")
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    found += [f"namespace {n}" for n in namespaces.split() if n.startswith("suite-n")]
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    found += [f"link {line.split(':')[1].strip()}" for line in links.splitlines()
+              if "suite-" in line]  # fmt: skip
+    daemons = subprocess.run(["pgrep", "-a", "slurm"], capture_output=True, text=True).stdout
+    found += [f"process {line}" for line in daemons.splitlines()]
+    if "suite-testcluster" in Path("/etc/hosts").read_text():
+        found.append("/etc/hosts lines")
+    return found
+
+
+@pytest.fixture
+def free_machine():
+    """No cluster up: another live run's is waited for, then the test is skipped."""
+    record = registry()
+    if record.get("owner") == os.getpid():
+        pytest.fail("this session's own cluster is up: these tests must run before it")
+    deadline = time.monotonic() + BUSY_WAIT_S
+    while True:
+        done = cluster_command("down")
+        if done.returncode != BUSY_EXIT:
+            break
+        if time.monotonic() > deadline:
+            pytest.skip(f"another run's SLURM test cluster stayed up: {done.stderr}")
+        time.sleep(10)
+    assert done.returncode == 0, done.stderr
+    yield
+    cluster_command("down")
+
+
+def test_a_stale_cluster_is_taken_down_with_its_orphans(free_machine):
+    owner = subprocess.Popen(["sleep", "600"])
+    up = cluster_command("up", "--nodes", "2", "--owner", str(owner.pid))
+    assert up.returncode == 0, up.stderr
+    # a process left in a node's namespace (as an orphaned slurmstepd is), whose namespace then
+    # lost its name: it keeps the namespace and the host end of its link alive
+    subprocess.run(["ip", "netns", "exec", "suite-n1", "setsid", "-f", "sleep", "600"], check=True)
+    subprocess.run(["ip", "netns", "del", "suite-n1"], check=True)
+    owner.kill()
+    owner.wait()
+    up = cluster_command("up", "--nodes", "2", "--owner", str(os.getpid()))
+    assert up.returncode == 0, up.stderr
+    assert (
+        f"taking down a stale test cluster whose owner is gone (owner pid {owner.pid}" in up.stderr
+    )
+    orphans = subprocess.run(["pgrep", "-f", "^sleep 600$"], capture_output=True, text=True)
+    assert orphans.stdout == "", "the orphan in the node's namespace survived"
+    assert cluster_command("down").returncode == 0
+    assert nothing_left() == []
+
+
+def test_a_live_owners_cluster_is_left_alone(free_machine, tmp_path):
+    owner = subprocess.Popen(["sleep", "600"])
+    try:
+        assert cluster_command("up", "--owner", str(owner.pid)).returncode == 0
+        second = cluster_command("up", "--owner", str(os.getpid()))
+        assert second.returncode == BUSY_EXIT
+        assert f"in use (owner pid {owner.pid} (sleep 600)" in second.stderr
+        other = subprocess.run(
+            [sys.executable, "slurm/testcluster.py", "down", "--dir", str(tmp_path)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
+        assert other.returncode == BUSY_EXIT and "is not this --dir's" in other.stderr
+        assert registry().get("owner") == owner.pid  # untouched
+    finally:
+        owner.kill()
+        owner.wait()
+    assert cluster_command("down").returncode == 0
+    assert nothing_left() == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "timeout"])
+def test_a_session_stopped_mid_job_leaves_nothing_behind(free_machine, signum, tmp_path):
+    session = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "tests/slurm/test_slurm.py", "-k", "srun_of_the_script and torch and 1-node"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )  # fmt: skip
+    deadline = time.monotonic() + 180
+    while "slurmstepd" not in subprocess.run(["pgrep", "-a", "slurm"], capture_output=True,
+                                             text=True).stdout:  # fmt: skip
+        assert session.poll() is None and time.monotonic() < deadline, session.communicate()[0]
+        time.sleep(0.2)
+    time.sleep(2)  # the job's ranks are training
+    session.send_signal(signum)
+    output, _ = session.communicate(timeout=180)
+    assert session.returncode != 0, output
+    assert nothing_left() == [], output
+    assert not (CLUSTER_DIR / "started.json").exists()
