@@ -92,7 +92,7 @@ class NumpyTrainer:
     def reset_peak_memory(self):
         pass
 
-    def peak_flops(self):
+    def peak_flops(self, fresh=False):
         return 1e9
 
     def memory_use(self):

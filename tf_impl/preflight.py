@@ -23,9 +23,10 @@ from tf_impl import dist
 
 
 def precisions(device_type: str) -> list[str]:
-    """bf16 on the CPU and on GPUs from compute capability 8.0 (Ampere) on; fp16 on GPUs."""
+    """bf16 on a CPU with bf16 instructions (else TensorFlow emulates it) and on GPUs from
+    compute capability 8.0 (Ampere) on; fp16 on GPUs."""
     if device_type != "gpu":
-        return ["none", "bf16"]
+        return preflight.cpu_precisions()
     gpu = tf.config.get_visible_devices("GPU")[0]
     capability = tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0))
     return ["none", "bf16", "fp16"] if tuple(capability) >= (8, 0) else ["none", "fp16"]

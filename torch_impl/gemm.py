@@ -3,46 +3,59 @@ threads, at the run's compute precision."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from common.core import peak
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-SIZE = {"cpu": 2048, "cuda": 8192}  # about 0.1 s on 2 CPU cores, milliseconds on a GPU
+MAX_SIZE = {"cpu": 2048, "cuda": 8192}  # about 0.1 s on 2 CPU cores, milliseconds on a GPU
 
 
-def gemm_flops(device: torch.device, precision: str) -> float:
+def gemm_flops(device: torch.device, precision: str) -> peak.Probe:
     """The faster of torch's two GEMM routes on the CPU: `torch.matmul` (BLAS: MKL) and the same
     product as a 1x1 convolution (oneDNN, the route of the model's convolutions). MKL's sgemm
     takes a path without AVX-512 on AMD CPUs: on this Zen 5 machine it reached 190 GFLOP/s on 2
     threads where the oneDNN convolution reached 405 (and TensorFlow's matmul, oneDNN too,
     437), so a matmul-only peak made the CNN's MFU read 80%. On CUDA: matmul (cuBLAS)."""
-    size = SIZE.get(device.type, SIZE["cpu"])
     dtype = DTYPES[precision]
-    # its own generator: a draw from the global one would shift dropout's numbers, and only in
-    # runs that measured the peak (the first of a machine; later ones read the cache)
-    drawn = torch.Generator(device=device).manual_seed(0)
-    a = torch.randn(size, size, device=device, generator=drawn).to(dtype)
-    b = torch.randn(size, size, device=device, generator=drawn).to(dtype)
 
-    def multiply() -> None:
-        torch.matmul(a, b)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+    def matrices(size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        # its own generator: a draw from the global one would shift dropout's numbers, and
+        # only in runs that measured the peak (the first of a machine; later ones read the cache)
+        drawn = torch.Generator(device=device).manual_seed(size)
+        a = torch.randn(size, size, device=device, generator=drawn).to(dtype)
+        return a, torch.randn(size, size, device=device, generator=drawn).to(dtype)
+
+    def matmul(size: int) -> Callable[[], None]:
+        a, b = matrices(size)
+
+        def multiply() -> None:
+            torch.matmul(a, b)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+
+        return multiply
 
     if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        return peak.gemm_flops(size, multiply)
-    # [16, size, 16, size/256] x [size, size, 1, 1]: size output channels at size positions, each
-    # a dot product of length size: 2 size^3 FLOPs, channels_last as oneDNN prefers it. A batch
-    # of 16 images, not 1: torch sends a 1x1 convolution of fewer than 16 images to its native
-    # (MKL) path when it runs on one thread (ConvParams::use_mkldnn; ONEDNN_VERBOSE showed no
-    # oneDNN call), so the 1-thread peak of each of 2 ranks read 95 GFLOP/s where oneDNN gives
-    # 209 and TensorFlow's matmul 222, and 2-rank MFUs read 65%.
-    images = a.reshape(16, size, 16, size // 256).contiguous(memory_format=torch.channels_last)
-    kernel = b.reshape(size, size, 1, 1).contiguous(memory_format=torch.channels_last)
+        return peak.probe_gemm(matmul, MAX_SIZE["cuda"])
 
-    def convolve() -> None:
-        torch.nn.functional.conv2d(images, kernel)
+    # [16, size, 16, size/256] x [size, size, 1, 1]: size output channels at size positions,
+    # each a dot product of length size: 2 size^3 FLOPs, channels_last as oneDNN prefers it. A
+    # batch of 16 images, not 1: torch sends a 1x1 convolution of fewer than 16 images to its
+    # native (MKL) path when it runs on one thread (ConvParams::use_mkldnn; ONEDNN_VERBOSE showed
+    # no oneDNN call), so the 1-thread peak of each of 2 ranks read 95 GFLOP/s where oneDNN
+    # gives 209 and TensorFlow's matmul 222, and 2-rank MFUs read 65%.
+    def convolution(size: int) -> Callable[[], None]:
+        a, b = matrices(size)
+        images = a.reshape(16, size, 16, size // 256).contiguous(memory_format=torch.channels_last)
+        kernel = b.reshape(size, size, 1, 1).contiguous(memory_format=torch.channels_last)
 
-    return max(peak.gemm_flops(size, multiply), peak.gemm_flops(size, convolve))
+        def convolve() -> None:
+            torch.nn.functional.conv2d(images, kernel)
+
+        return convolve
+
+    probes = [peak.probe_gemm(route, MAX_SIZE["cpu"]) for route in (matmul, convolution)]
+    return max(probes, key=lambda probe: probe.flops)

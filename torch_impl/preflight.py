@@ -25,10 +25,11 @@ from torch_impl.precision import apply_tf32
 
 
 def precisions(device: torch.device) -> list[str]:
-    """What this hardware computes well: bf16 where supported, fp16 on GPUs only (the CPU runs
-    fp16, slowly)."""
+    """What this hardware computes well: on a CPU bf16 where it has the instructions (else
+    torch emulates it, many times slower than fp32), never fp16 (torch's CPU fp16 is slow
+    everywhere); on a GPU bf16 where supported, and fp16."""
     if device.type != "cuda":
-        return ["none", "bf16"]
+        return preflight.cpu_precisions()
     return ["none", "bf16", "fp16"] if torch.cuda.is_bf16_supported() else ["none", "fp16"]
 
 

@@ -17,11 +17,18 @@ def console_line(record: Record) -> str:
     if isinstance(record, Step):
         return f"step {record.step:>6} | loss {record.loss:.4f} | lr {record.lr:.3g}"
     if isinstance(record, RunStart):
+        emulated = (
+            f"\nwarning: this CPU has no {record.precision} instructions, so "
+            f"{record.framework} emulates {record.precision}: many times slower than fp32, and "
+            "its timings measure the emulation, not what the precision gives on a GPU"
+            if record.precision_emulated
+            else ""
+        )
         return (
             f"run {record.run_id}: {record.framework} {record.framework_version} "
             f"{record.strategy} x{record.world_size} on {record.device_type}, "
             f"{record.model}, global batch {record.global_batch_size}, "
-            f"config {record.config_hash}"
+            f"config {record.config_hash}{emulated}"
         )
     if isinstance(record, Resume):
         return f"resume from {record.checkpoint} (after epoch {record.epoch})"

@@ -19,6 +19,7 @@ import numpy as np
 
 from common.core.clocks import StepClock
 from common.core.memory import MemoryUse
+from common.core.peak import Probe
 from common.core.strategies import ParallelDims
 from common.data.shard import TrainPlan
 from common.launch.cluster import ClusterSpec
@@ -63,9 +64,9 @@ class Checkpoints(Protocol):
 
 
 class Gemm(Protocol):
-    """A framework's `gemm` module: the FLOP/s of a GEMM on the rank's device."""
+    """A framework's `gemm` module: the rate of a GEMM on the rank's device."""
 
-    def gemm_flops(self, device: Any, precision: str) -> float: ...
+    def gemm_flops(self, device: Any, precision: str) -> Probe: ...
 
 
 class DataSource(Protocol):
@@ -152,9 +153,9 @@ class Trainer(Protocol):
 
     def memory_use(self) -> MemoryUse: ...
 
-    def peak_flops(self) -> float:
+    def peak_flops(self, fresh: bool = False) -> float:
         """This rank's peak FLOP/s at the run's precision (`common.core.peak`: cached or
-        measured)."""
+        measured; `fresh`: measured again)."""
 
     def save_checkpoint(self, folder: Path) -> None:
         """Collective: the state, into `folder` (each rank writes its own part)."""

@@ -113,6 +113,7 @@ def train_epochs(
         every_s=options.progress_every_s,
     )
     loop_start = time.perf_counter()
+    reprobed = False
     for epoch in range(start_epoch, cfg.train.epochs):
         done = epoch + 1
         trainer.reset_peak_memory()
@@ -139,6 +140,17 @@ def train_epochs(
         )
         run.record_epoch(record)
         precision.check_agreement(record)  # a broken run's numbers mean nothing: stop it
+        if record.mfu is not None and record.mfu > 1 and not reprobed:  # the peak read low
+            reprobed = True
+            peak_total = float(trainer.all_reduce_sum(np.array([trainer.peak_flops(True)]))[0])
+            if trainer.spec.is_chief:
+                print(
+                    f"warning: MFU {record.mfu:.0%} in epoch {done} exceeds the peak measured "
+                    f"for it; measured again: {peak_total / 1e9:,.1f} GFLOP/s for the ranks "
+                    "(used from the next epoch; common.core.peak)",
+                    file=sys.stderr,
+                    flush=True,
+                )
         if cfg.train.stop_on_divergence and (why := recorder.divergence([record])):
             raise Diverged(f"{why}: stopped there (train.stop_on_divergence)")
         preempted = trainer.all_reduce_sum(np.array([float(stops.requested)]))[0] > 0

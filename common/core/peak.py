@@ -1,11 +1,18 @@
 """The machine's measured peak FLOP/s, the denominator of MFU (model FLOPs utilization).
 
 Every rank times a square GEMM at the run's compute precision with its own threads, on its own
-device, once; the figure is cached under the host's name, processor, device, precision and
-thread count (`$SUITE_CACHE_DIR`, default ~/.cache/dist-mnist/peak_flops.json), so later runs
-of either framework on that machine divide by the same peak. Ranks that share a machine time it
-at the same moment, each with its share of the cores, so their sum is what the machine gives
-them.
+device; the figure is cached under the host's name, processor, device, precision and thread
+count (`$SUITE_CACHE_DIR`, default ~/.cache/dist-mnist/peak_flops.json) with when and how it was
+measured, so later runs of either framework on that machine divide by the same peak. Ranks that
+share a machine time it at the same moment, each with its share of the cores, so their sum is
+what the machine gives them.
+
+The probe measures a rate in bounded time (`probe_gemm`): the matrices grow until one product
+takes TARGET_CALL_S, and the best of the products timed within BUDGET_S counts, so a precision
+the processor only emulates (bf16 at about 1 GFLOP/s on a CPU without bf16 instructions) costs
+seconds, not minutes. A figure measured on a busy machine (load above its cores) is measured
+again once the machine is quieter; a new figure replaces the cached one only when it is higher;
+and a run whose MFU exceeds 100% measures again (`common.core.loop`).
 
     MFU = samples/s x FLOPs per training sample / sum of the ranks' peaks
 
@@ -20,14 +27,31 @@ import re
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from common.core import provenance
+
 CACHE_VARIABLE = "SUITE_CACHE_DIR"
 REPEATS = 5
+MIN_SIZE = 256
+TARGET_CALL_S = 0.1  # the matrices grow until one product takes this long
+BUDGET_S = 1.5  # then products are timed for at most this long (at least 2, at most REPEATS)
 # Part of the cache key: raised when a probe changes what it measures, so that a figure a
-# faulty probe cached is not reused. 2: torch's 1-thread CPU probe left oneDNN before.
-PROBE_VERSION = 2
+# faulty probe cached is not reused. 2: torch's 1-thread CPU probe left oneDNN before. 3: sizes
+# adapt to the speed, and entries say when and how they were measured.
+PROBE_VERSION = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """A measured GEMM rate and how it was measured."""
+
+    flops: float  # the best product's FLOP/s
+    size: int  # of the square matrices
+    products: int  # timed
+    spread: float  # (best - worst) / best of the timed products: the noise while measuring
 
 
 def gemm_flops(size: int, multiply: Callable[[], None]) -> float:
@@ -39,6 +63,34 @@ def gemm_flops(size: int, multiply: Callable[[], None]) -> float:
         multiply()
         best = min(best, time.perf_counter() - start)
     return 2 * size**3 / best
+
+
+def probe_gemm(make: Callable[[int], Callable[[], None]], max_size: int) -> Probe:
+    """The rate of `make(size)()`, a product of two size x size matrices (2 size^3 FLOPs) that
+    returns once it is done, in bounded time: sizes double from MIN_SIZE while one product takes
+    less than TARGET_CALL_S (up to `max_size`); then the best of at least 2 and at most REPEATS
+    products timed within BUDGET_S."""
+    size = MIN_SIZE
+    multiply = make(size)
+    multiply()  # warm-up: allocation, kernel selection
+    took = _timed(multiply)
+    while took < TARGET_CALL_S and size * 2 <= max_size:
+        size *= 2
+        multiply = make(size)
+        multiply()
+        took = _timed(multiply)
+    times = [took]
+    deadline = time.perf_counter() + BUDGET_S
+    while len(times) < 2 or (len(times) < REPEATS and time.perf_counter() < deadline):
+        times.append(_timed(multiply))
+    best, worst = min(times), max(times)
+    return Probe(flops=2 * size**3 / best, size=size, products=len(times), spread=1 - best / worst)
+
+
+def _timed(call: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
 
 
 def cache_path() -> Path:
@@ -66,28 +118,53 @@ def processor(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     return " ".join(fields.get(name, "?") for name in ("model name", "cpu family", "model"))
 
 
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _busy(entry: dict[str, Any]) -> bool:
+    """Whether `entry` was measured on a busy machine (more runnable work than cores) that is
+    quieter now: its figure is likely low, and is measured again."""
+    load, cores = entry.get("load_1min"), entry.get("cores")
+    if not isinstance(load, (int, float)) or not isinstance(cores, int):
+        return False
+    return load > cores and os.getloadavg()[0] < load
+
+
 def peak_flops(
-    *, device: str, precision: str, threads: int, measure: Callable[[], float]
+    *, device: str, precision: str, threads: int, measure: Callable[[], Probe], fresh: bool = False
 ) -> tuple[float, str]:
     """(FLOP/s of one rank, where it came from): the cached figure for this host, device,
-    precision and thread count, else `measure()` (a GEMM's FLOP/s), cached for next time. A
-    cache that cannot be written only costs the next run the measurement."""
+    precision and thread count, else `measure()`, cached with when and how it was measured;
+    `fresh` measures again. The higher of a new and a cached figure counts (a probe reads low
+    when something else ran, never high). A cache that cannot be written only costs the next
+    run the measurement."""
     host = socket.gethostname()
     key = f"probe {PROBE_VERSION}|{host}|{processor()}|{device}|{precision}|{threads} threads"
     path = cache_path()
     cached = _read(path).get(key)
-    if isinstance(cached, (int, float)) and cached > 0:
-        return float(cached), f"cached in {path}"
-    value = measure()
+    entry = cached if isinstance(cached, dict) and cached.get("flops", 0) > 0 else None
+    if entry and not fresh and not _busy(entry):
+        return float(entry["flops"]), f"cached in {path} (measured {entry.get('measured')})"
+    load = os.getloadavg()[0]
+    probe = measure()
+    if entry and entry["flops"] >= probe.flops:
+        return float(entry["flops"]), f"cached in {path} (a new probe read less: {probe.flops:.3g})"
+    record = {
+        **asdict(probe),
+        "measured": provenance.utc_now(),
+        "load_1min": load,
+        "cores": _cores(),
+    }
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        table = {**_read(path), key: value}  # a rank measuring at the same time may win: fine
+        table = {**_read(path), key: record}  # a rank measuring at the same time may win: fine
         partial = path.with_name(f".{path.name}.{os.getpid()}")
         partial.write_text(json.dumps(table, indent=1, sort_keys=True))
         partial.replace(path)
     except OSError:
         pass
-    return value, "measured now"
+    return probe.flops, "measured now"
 
 
 def mfu(samples_per_s: float, flops_per_sample: int, peak_total: float) -> float | None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import os
 import platform
 import socket
 from collections.abc import Iterable
@@ -16,6 +17,7 @@ from common.core.clocks import percentiles
 from common.core.config import Config
 from common.core.config_io import config_hash, to_dict
 from common.core.contract import Trainer
+from common.core.devices import emulated_on_cpu
 from common.core.precision import ReplicaState
 from common.core.records import SCHEMA_VERSION, Epoch, MemoryEntry, RunEnd, RunStart, Status
 from common.models import weights
@@ -42,6 +44,11 @@ def run_start(
         model_params=weights.parameter_count(cfg.net()),
         dataset=cfg.data.name,
         precision=trainer.precision,
+        precision_emulated=emulated_on_cpu(trainer.precision)
+        if trainer.device_type == "cpu"
+        else None,
+        processor=peak.processor() or None,
+        host_cores=os.cpu_count(),
         numerics=trainer.numerics(),
         threads=trainer.threads(),
         world_size=spec.world_size,

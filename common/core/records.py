@@ -66,6 +66,15 @@ class RunStart:
     model: str = doc("the model's name (common.models)")
     dataset: str = doc("mnist, or synthetic (data.name)")
     precision: str = doc("fp32, bf16 or fp16")
+    precision_emulated: bool | None = doc(
+        "true when the CPU lacks instructions for the precision and the framework emulates it "
+        "(its timings measure the emulation); null on GPUs",
+        added=True,
+    )
+    processor: str | None = doc(
+        "the chief's CPU: model name, family and model number (/proc/cpuinfo)", added=True
+    )
+    host_cores: int | None = doc("logical CPUs of the chief's machine (os.cpu_count)", added=True)
     world_size: int = doc("ranks (processes) in the run")
     global_batch_size: int = doc("samples per optimizer step, over all ranks")
     launcher: str = doc("single, local, torchrun or slurm")

@@ -103,13 +103,14 @@ class TrainerBase:
             "batch_norm": precision.batch_norm(self.cfg.net()),
         }
 
-    def peak_flops(self) -> float:
+    def peak_flops(self, fresh: bool = False) -> float:
         tf32 = "+tf32" if self.cfg.dist.tf32 and self.device_type == "gpu" else ""
         flops, _ = peak.peak_flops(
             device=f"{self.device_type}:{self.device_name}",
             precision=self.precision + tf32,
             threads=self.info.threads.get("intra_op", 0),
             measure=lambda: self.gemm.gemm_flops(self.info.device, self.precision),
+            fresh=fresh,
         )
         return flops
 

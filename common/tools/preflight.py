@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common.core import collectives, frameworks, metrics
+from common.core import collectives, devices, frameworks, metrics
 from common.core.records import METRICS_FILENAME, Epoch, RunEnd
 
 MARK = "PREFLIGHT "
@@ -48,6 +48,13 @@ def bandwidth_row(size_bytes: int, seconds: float, world_size: int) -> dict[str,
         "algbw_gbps": algbw / 1e9,
         "busbw_gbps": algbw * 2 * (world_size - 1) / world_size / 1e9,
     }
+
+
+def cpu_precisions() -> list[str]:
+    """The precisions a CPU rank trains in the preflight: fp32, and bf16 where the CPU has its
+    instructions (`common.core.devices.emulated_on_cpu`); an emulated one would take minutes
+    and measure the emulation."""
+    return ["none"] + [p for p in ("bf16",) if not devices.emulated_on_cpu(p)]
 
 
 def report_probe(
@@ -88,6 +95,9 @@ def report_probe(
         "ranks": ranks,
         "tf32": tf32,
         "precisions": precisions,
+        "emulated": [
+            p for p in ("bf16", "fp16") if info.device_type == "cpu" and devices.emulated_on_cpu(p)
+        ],
         "strategies": strategies,
         "all_reduce": rows,
     }
@@ -106,7 +116,13 @@ def launcher(kind: str, nproc: int) -> list[str]:
     return frameworks.local_launch(nproc)
 
 
+def step(text: str) -> None:
+    """Say what starts now, so that a slow step is seen while it runs."""
+    print(f"[preflight] {text} ...", flush=True)
+
+
 def probe(framework: str, start: list[str], device: str, tf32: bool) -> dict[str, Any]:
+    step(f"{framework}: probe (versions, devices, threads, all-reduce bandwidth)")
     module = frameworks.get(framework).preflight_module
     command = [*start, sys.executable, "-m", module, "--device", device]
     done = subprocess.run(
@@ -143,6 +159,7 @@ def train(
                 f"{framework}.strategy={strategy}",
             ]
             command = [*start, *frameworks.get(framework).train_command(overrides, "--quiet")]
+            step(f"{name}: {STEPS} training steps")
             done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
             records = metrics.scan(out / name / METRICS_FILENAME).records
             ends = [record for record in records if isinstance(record, RunEnd)]
@@ -165,7 +182,12 @@ def report(found: dict[str, Any], rows: list[dict[str, Any]]) -> str:
             "inter-op threads"
         )
     lines.append("  tf32       " + ", ".join(f"{k} {v}" for k, v in found["tf32"].items()))
-    lines.append("  precisions " + ", ".join(found["precisions"]))
+    emulated = found.get("emulated") or []
+    lines.append(
+        "  precisions "
+        + ", ".join(found["precisions"])
+        + (f" ({', '.join(emulated)} emulated by this CPU: not trained)" if emulated else "")
+    )
     if found["all_reduce"]:
         lines.append("  all-reduce       bytes   time µs  algbw GB/s  busbw GB/s")
         for row in found["all_reduce"]:

@@ -1,3 +1,6 @@
+import json
+import time
+
 import numpy as np
 import pytest
 
@@ -133,13 +136,17 @@ def test_training_flops_per_sample_follow_the_layer_shapes():
     assert weights.forward_macs(net("resnet8")) == resnet == 9_345_920
 
 
-def test_the_peak_is_measured_once_per_host_and_cached(tmp_path, monkeypatch):
+def probe(flops: float) -> peak.Probe:
+    return peak.Probe(flops=flops, size=2048, products=5, spread=0.01)
+
+
+def test_the_peak_is_measured_once_per_host_and_cached_with_how(tmp_path, monkeypatch):
     monkeypatch.setenv(peak.CACHE_VARIABLE, str(tmp_path))
     calls = []
 
     def measure():
         calls.append(1)
-        return 3.0e11
+        return probe(3.0e11)
 
     first = peak.peak_flops(device="cpu:x", precision="fp32", threads=2, measure=measure)
     again = peak.peak_flops(device="cpu:x", precision="fp32", threads=2, measure=measure)
@@ -147,8 +154,45 @@ def test_the_peak_is_measured_once_per_host_and_cached(tmp_path, monkeypatch):
     assert first == (3.0e11, "measured now") and again[0] == 3.0e11
     assert again[1].startswith("cached in") and len(calls) == 2  # bf16 is another figure
     assert other[0] == 3.0e11
+    (entry,) = [e for key, e in json.loads(peak.cache_path().read_text()).items() if "fp32" in key]
+    assert entry["flops"] == 3.0e11 and entry["size"] == 2048 and entry["spread"] == 0.01
+    assert entry["cores"] >= 1 and entry["load_1min"] >= 0 and entry["measured"].endswith("+00:00")
     assert peak.mfu(1000.0, 71_954_688, 3.0e11) == pytest.approx(0.23985, rel=1e-4)
     assert peak.mfu(1000.0, 1, 0.0) is None
+
+
+def test_a_higher_probe_replaces_the_cached_peak_and_a_lower_one_does_not(tmp_path, monkeypatch):
+    monkeypatch.setenv(peak.CACHE_VARIABLE, str(tmp_path))
+    asked = {"device": "cpu:x", "precision": "fp32", "threads": 2}
+    peak.peak_flops(**asked, measure=lambda: probe(1.0e11))  # measured under load: low
+    lower = peak.peak_flops(**asked, measure=lambda: probe(0.5e11), fresh=True)
+    assert lower[0] == 1.0e11 and "a new probe read less" in lower[1]
+    higher = peak.peak_flops(**asked, measure=lambda: probe(2.0e11), fresh=True)
+    assert higher == (2.0e11, "measured now")
+    assert peak.peak_flops(**asked, measure=lambda: probe(9e99))[0] == 2.0e11  # cached now
+
+
+def test_a_peak_measured_on_a_busy_machine_is_measured_again_when_it_is_quieter(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv(peak.CACHE_VARIABLE, str(tmp_path))
+    asked = {"device": "cpu:x", "precision": "fp32", "threads": 2}
+    peak.peak_flops(**asked, measure=lambda: probe(1.0e11))
+    table = json.loads(peak.cache_path().read_text())
+    for entry in table.values():
+        entry["load_1min"], entry["cores"] = 1e6, 2  # the machine was swamped then
+    peak.cache_path().write_text(json.dumps(table))
+    assert peak.peak_flops(**asked, measure=lambda: probe(3.0e11)) == (3.0e11, "measured now")
+
+
+def test_the_gemm_probe_grows_its_matrices_to_a_time_and_stops_within_its_budget():
+    def make(size):
+        return lambda: time.sleep(0.02 * (size / 256) ** 3)  # 0.02 s, then 0.16 s
+
+    start = time.monotonic()
+    found = peak.probe_gemm(make, max_size=8192)
+    assert found.size in (256, 512) and 2 <= found.products <= peak.REPEATS
+    assert time.monotonic() - start < 3 * (peak.BUDGET_S + 1)  # never the 8192 product (2.7 h)
 
 
 def test_the_peak_cache_tells_processors_apart(tmp_path, monkeypatch):
@@ -164,6 +208,6 @@ def test_the_peak_cache_tells_processors_apart(tmp_path, monkeypatch):
     for cpuinfo, value in ((zen4, 3.2e11), (zen5, 4.0e11)):
         monkeypatch.setattr(peak, "processor", lambda cpuinfo=cpuinfo: real(cpuinfo))
         measured = peak.peak_flops(
-            device="cpu:cpu", precision="fp32", threads=2, measure=lambda value=value: value
+            device="cpu:cpu", precision="fp32", threads=2, measure=lambda value=value: probe(value)
         )
         assert measured == (value, "measured now")  # not the other processor's cached figure

@@ -227,7 +227,7 @@ def test_the_gemm_peak_is_not_below_what_the_cnn_s_own_convolution_reaches(threa
     try:
         # gemm_flops(1, f) is 2 / (f's best time): times the MACs, conv2's FLOP/s.
         conv2 = peak.gemm_flops(1, lambda: torch.nn.functional.conv2d(images, kernel)) * macs
-        probe = gemm.gemm_flops(torch.device("cpu"), "fp32")
+        probe = gemm.gemm_flops(torch.device("cpu"), "fp32").flops
     finally:
         torch.set_num_threads(before)
     assert probe >= 0.8 * conv2, f"peak {probe / 1e9:.0f} GFLOP/s, conv2 {conv2 / 1e9:.0f}"
