@@ -12,6 +12,8 @@ with the failing rank's exit code (128 + signal number for a rank killed by a si
 from __future__ import annotations
 
 import argparse
+import ctypes
+import functools
 import os
 import signal
 import socket
@@ -35,7 +37,17 @@ from common.launch.cluster import (
 )
 
 POLL_S = 0.05
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_LIBC = ctypes.CDLL(None, use_errno=True)
 STOPPED_S = 1.0  # a rank stopped this long is taken to have stopped answering
+
+
+def _dies_with(launcher: int) -> None:
+    """In a rank between fork and exec: the kernel kills it with SIGKILL when the launcher dies,
+    whatever kills the launcher (a timeout's SIGKILL cannot be handled to stop the ranks)."""
+    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != launcher:  # the launcher died before prctl: nobody would kill this rank
+        os._exit(1)
 
 
 def rank_environments(nproc: int, base_env: dict[str, str]) -> list[dict[str, str]]:
@@ -198,6 +210,7 @@ def run(command: list[str], nproc: int, grace_s: float = 5.0) -> int:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: stopping it stops its children
+                preexec_fn=functools.partial(_dies_with, os.getpid()),
             )
         except OSError as error:
             for started in processes:

@@ -1,5 +1,6 @@
 """The local launcher with real processes."""
 
+import os
 import subprocess
 import sys
 import time
@@ -125,3 +126,29 @@ def test_a_rank_killed_by_a_signal_is_blamed_before_a_peer_that_exited():
         process.wait(timeout=30)
     assert _first_failure([exits, killed]) == (1, -9)  # rank 1, although rank 0 failed too
     assert _first_failure([exits]) == (0, 1)
+
+
+def test_the_ranks_die_with_their_launcher_however_it_is_killed():
+    """SIGKILL to the launcher (a timeout's last word) while its ranks are busy, before any
+    collective: nobody is left to stop them but the kernel."""
+    script = "import os, time\nprint('pid', os.getpid(), flush=True)\ntime.sleep(300)\n"
+    launcher = subprocess.Popen(
+        [*LAUNCH, "--nproc", "2", "--", sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    pids = [int(launcher.stdout.readline().split()[-1]) for _ in range(2)]
+    launcher.kill()
+    launcher.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while any(os.path.exists(f"/proc/{pid}") and not zombie(pid) for pid in pids):
+        assert time.monotonic() < deadline, f"ranks {pids} outlived their launcher"
+        time.sleep(0.05)
+
+
+def zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
