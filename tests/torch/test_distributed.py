@@ -12,6 +12,7 @@ from common.core import console, metrics
 from common.launch.local import rank_environments
 from common.report.runs import RecordedRun
 from tests.launching import kill_second_rank_mid_training
+from tests.rounding import float32_weight_drift
 from tests.torch.conftest import SMALL, train_command
 
 
@@ -28,6 +29,17 @@ def max_difference(a, b):
     return max((a[name] - b[name]).abs().max().item() for name in a)
 
 
+# CNN, dropout off, momentum SGD: the runs of `strategy_runs`
+TRAINED = [
+    *SMALL,
+    "model.name=cnn",
+    "model.dropout=false",
+    "optim.name=sgd",
+    "optim.lr=0.05",
+    "optim.momentum=0.9",
+]
+
+
 @pytest.fixture(scope="module")
 def strategy_runs(tmp_path_factory):
     """ddp, fsdp2, fsdp1 on 2 ranks and single on 1, same config (dropout off), CNN."""
@@ -35,12 +47,7 @@ def strategy_runs(tmp_path_factory):
     runs = {}
     for strategy, nproc in (("ddp", 2), ("fsdp2", 2), ("fsdp1", 2), ("single", 0)):
         settings = [
-            *SMALL,
-            "model.name=cnn",
-            "model.dropout=false",
-            "optim.name=sgd",
-            "optim.lr=0.05",
-            "optim.momentum=0.9",
+            *TRAINED,
             f"torch.strategy={strategy}",
             "torch.auto_wrap_min_params=1000",
             "output.save_model=true",
@@ -93,8 +100,11 @@ def test_adam_with_the_default_update_kernels_keeps_ddp_and_fsdp2_bitwise_equal(
 
 def test_single_process_at_the_same_global_batch_agrees(strategy_runs):
     """Same samples at every step; only the order of float sums differs (one mean over 64
-    samples vs the average of two means over 32). Measured: per-step losses agree to ~1e-7
-    relative for 40 steps, then momentum SGD amplifies the ulps (1e-2 at step 64)."""
+    samples vs the average of two means over 32). Per-step losses agree to ~1e-7 relative for
+    the first epoch; then momentum SGD amplifies the ulps, by as much as it amplifies float32's
+    own rounding: the final weights may differ by twice float32's drift from the float64 run of
+    the same setup (tests/rounding.py), taken twice over as the margin. A fixed 1e-2 held on
+    one processor and not on another (0.0118 on an AMD EPYC without AVX-512)."""
 
     def step_losses(strategy):
         records = metrics.read_metrics(strategy_runs[strategy] / "metrics.jsonl")
@@ -106,7 +116,9 @@ def test_single_process_at_the_same_global_batch_agrees(strategy_runs):
     difference = max_difference(
         final_weights(strategy_runs["ddp"]), final_weights(strategy_runs["single"])
     )
-    assert difference < 1e-2
+    drift = float32_weight_drift(TRAINED, steps=len(single))
+    print(f"ddp vs single: {difference:.3g}; float32 vs float64 drift of the setup: {drift:.3g}")
+    assert difference <= 4 * drift
 
 
 def test_fsdp_ranks_hold_half_of_what_ddp_ranks_hold(strategy_runs):
