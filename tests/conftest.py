@@ -1,8 +1,10 @@
 import atexit
 import os
 import shutil
+import socket
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -26,3 +28,26 @@ def digits():
         return mnist.load_mnist()
     except mnist.DataError as error:
         pytest.fail(f"real MNIST is needed: {error}")
+
+
+STARTED = pytest.StashKey[tuple[str, float]]()
+
+
+def pytest_sessionstart(session):
+    session.config.stash[STARTED] = (time.strftime("%Y-%m-%d %H:%M"), os.getloadavg()[0])
+
+
+def pytest_unconfigure(config):
+    """The last line of a test run: the machine and how loaded it was, so that a slow run
+    explains itself (the suite's timings hold on the machine they came from)."""
+    if STARTED not in config.stash:
+        return
+    from common.core.peak import processor
+
+    date, load = config.stash[STARTED]
+    print(
+        f"tests ran on {socket.gethostname()} ({processor() or 'unknown processor'}, "
+        f"{os.cpu_count()} logical CPUs), {date}; load average {load:.2f} at the start, "
+        f"{os.getloadavg()[0]:.2f} at the end",
+        flush=True,
+    )
