@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from common.report import pages, plots, sizeplot, sizes, tables
+from common.report import looks, pages, plots, sizeplot, sizes, tables
 from common.report.rows import Group, Row
 from common.report.sizes import SizeRow
 
@@ -29,7 +29,8 @@ def write_report(
         rendered.append(pages.Group(key, rows, members, pictures))
     size = None
     if size_rows:
-        picture = sizeplot.plot_sizes(size_rows, out / "size.png")
+        everyone = [run for _, members in groups for run in members]
+        picture = sizeplot.plot_sizes(size_rows, out / "size.png", looks.caption(everyone))
         size = pages.SizeAxis(sizes.size_table_lines(size_rows), picture, sizeplot.CAPTION)
     for write, name in ((pages.write_html, "report.html"), (pages.write_markdown, "report.md")):
         write(rendered, notes, problems, path=out / name, target=target, size=size)

@@ -55,6 +55,14 @@ class Row:
     """samples/s over workers x the 1-worker baseline's samples/s."""
     baseline: str = ""
     """The row the efficiency is measured against, e.g. "single x1"."""
+    shared_cores: str = ""
+    """How its ranks shared one host's cores, when they did (`RecordedRun.shared_cores`)."""
+    samples_s_spread: float | None = None
+    """Fastest minus slowest repeat in samples/s (None for one run): the noise floor."""
+    final_acc_spread: float | None = None
+    """Highest minus lowest final accuracy of the repeats (None for one run)."""
+    gpu_nondeterministic: bool = False
+    """It ran on GPUs without dist.deterministic: its repeats differ in their arithmetic."""
 
     @property
     def name(self) -> str:
@@ -122,6 +130,12 @@ def interval(values: list[float | None]) -> tuple[float | None, float | None, fl
     return middle, max(0.0, mean - t * spread), mean + t * spread, len(present)
 
 
+def spread(values: list[float | None]) -> float | None:
+    """Largest minus smallest of the values present; None for fewer than 2."""
+    present = [value for value in values if value is not None]
+    return max(present) - min(present) if len(present) > 1 else None
+
+
 def rows_for(runs: list[RecordedRun], target: float | None = None) -> list[Row]:
     """One row per framework x strategy x world size x layout (1-worker baseline first within
     each framework); repeats are folded into medians. `target`: the accuracy for `target_s`.
@@ -167,6 +181,14 @@ def rows_for(runs: list[RecordedRun], target: float | None = None) -> list[Row]:
                 peak_counts=summaries[0].peak_counts,
                 first_epoch_only=any(s.first_epoch_only for s in summaries),
                 status=",".join(sorted({s.status for s in summaries})),
+                shared_cores=next((c for run in members if (c := run.shared_cores())), ""),
+                samples_s_spread=spread([s.samples_s for s in summaries]),
+                final_acc_spread=spread([s.final_acc for s in summaries]),
+                gpu_nondeterministic=any(
+                    run.start.device_type == "gpu"
+                    and not (run.start.numerics or {}).get("deterministic")
+                    for run in members
+                ),
             )
         )
     add_efficiency(rows)

@@ -90,6 +90,22 @@ class RecordedRun:
         shape = f"{len(per_node)}x{per_node[0]}" if same else "+".join(map(str, per_node))
         return f"{shape} {self.start.launcher}"
 
+    def shared_cores(self) -> str:
+        """How the ranks of a CPU run shared a host's cores when several ran on one host and
+        their threads took all its cores (e.g. "2 ranks x 1 thread on 2 cores"): they then split
+        the cores a 1-rank run had alone, and a scaling figure measures that, not the strategy.
+        "" otherwise (GPUs, one rank per host, or cores to spare)."""
+        start = self.start
+        threads = start.threads.get("intra_op") if isinstance(start.threads, dict) else None
+        if start.device_type != "cpu" or not start.host_cores or not isinstance(threads, int):
+            return ""
+        hosts = start.hosts or ["?"] * start.world_size
+        ranks = max(hosts.count(host) for host in set(hosts))
+        if ranks < 2 or ranks * threads < start.host_cores:
+            return ""
+        plural = "s" if threads > 1 else ""
+        return f"{ranks} ranks x {threads} thread{plural} on {start.host_cores} cores"
+
     @property
     def identity(self) -> tuple[str, str]:
         """(run_id, time of its first start): the same for copies of one run's file."""

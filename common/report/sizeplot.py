@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from common.report import plots
+from common.report.looks import Pen, pyplot, style, thousands
 from common.report.sizes import SizeRow
 
 CAPTION = (
@@ -24,11 +25,11 @@ def _series(rows: list[SizeRow]) -> dict[str, list[SizeRow]]:
     return lines
 
 
-def plot_sizes(rows: list[SizeRow], path: Path) -> Path:
-    plt = plots._pyplot()
-    figure, (speed, held) = plt.subplots(1, 2, figsize=(12, 4.6))
+def plot_sizes(rows: list[SizeRow], path: Path, caption: str) -> Path:
+    pen = Pen(pyplot(), caption)
+    figure, (speed, held) = pen.plt.subplots(1, 2, figsize=(12, 4.6))
     for name, points in _series(rows).items():
-        look = plots.style(name)
+        look = style(name)
         params = [row.params for row in points]
         speed.plot(params, [row.samples_s for row in points], label=name, **look)
         state = [row.state_mib for row in points]
@@ -42,8 +43,8 @@ def plot_sizes(rows: list[SizeRow], path: Path) -> Path:
         axis.set_xlabel("model parameters")
         axis.set_ylabel(label)
         axis.grid(True, which="both", alpha=0.3)
-        axis.yaxis.set_major_formatter(plots._thousands())
+        axis.yaxis.set_major_formatter(thousands())
     speed.set_title("Throughput against model size")
     held.set_title("Per-rank memory: state (solid), peak above baseline (dashed)")
-    plots._save(figure, path, plt)
+    plots.save(figure, path, pen)
     return path

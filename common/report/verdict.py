@@ -36,10 +36,17 @@ def sentences(rows: list[Row], target: float) -> list[str]:
     if not timed:
         return [*said, "No run of this group finished a timed epoch."]
     fastest = max(timed, key=lambda row: row.speed)
+    repeats = f"median of {fastest.runs} runs" if fastest.runs > 1 else "one run: no interval"
     said.append(
         f"Fastest: {_label(fastest)} at {fastest.speed:,.0f} samples/s"
-        f"{_interval(fastest, 'samples_s')} (median of {fastest.runs} run(s))."
+        f"{_interval(fastest, 'samples_s')} ({repeats})."
     )
+    if all(row.runs == 1 for row in timed) and len(timed) > 1:
+        said.append(
+            "Every row is a single run, so no comparison here has an interval: differences "
+            "within a run's epoch-to-epoch noise are not findings. Repeat each setup (5 runs "
+            "give a 95% interval) before drawing conclusions."
+        )
     for row in timed:
         if row.world > 1 and row.efficiency is not None:
             base = next(
@@ -53,10 +60,17 @@ def sentences(rows: list[Row], target: float) -> list[str]:
             if base is None:
                 continue
             speedup = row.speed / base.speed
+            caveat = (
+                f"; but its ranks shared one host's cores ({row.shared_cores}), the cores "
+                f"{_label(base)} had alone, so this figure measures the shared cores, not the "
+                "strategy"
+                if row.shared_cores
+                else ""
+            )
             said.append(
                 f"{_label(row)} runs at {speedup:.2f}x {_label(base)}"
                 f"{_interval(row, 'samples_s', base.speed, 2)}: scaling efficiency "
-                f"{row.efficiency:.0%}."
+                f"{row.efficiency:.0%}{caveat}."
             )
     for world in sorted({row.world for row in timed}):
         best: dict[str, Row] = {}
@@ -67,13 +81,52 @@ def sentences(rows: list[Row], target: float) -> list[str]:
                 best[row.framework] = row
         if len(best) == 2:
             first, second = sorted(best.values(), key=lambda row: -row.speed)
-            ratio = first.speed / second.speed
-            said.append(
-                f"At {world} worker(s) the faster framework is {first.framework}: "
-                f"{_label(first)} is {ratio:.2f}x {_label(second)}."
-            )
+            if floor := _within_noise(first, second):
+                said.append(f"At {world} worker(s), {floor}")
+            else:
+                said.append(
+                    f"At {world} worker(s) the faster framework is {first.framework}: "
+                    f"{_label(first)} is {first.speed / second.speed:.2f}x {_label(second)}."
+                )
+        said += [
+            f"Within {first.framework} at {world} worker(s), {floor}"
+            for first, second in _strategy_pairs(timed, world)
+            if (floor := _within_noise(first, second))
+        ]
+    if any(row.gpu_nondeterministic for row in rows):
+        said.append(
+            "These GPU runs were not deterministic (dist.deterministic=false): two runs of one "
+            "setup end with different weights and curves (0.29 in one weight after 2 epochs of "
+            "the CNN on an H100), so a difference smaller than the spread of repeats is noise. "
+            "Repeat each setup, or set dist.deterministic=true to compare bit for bit."
+        )
     said += _memory(rows) + _accuracy(rows, target)
     return said
+
+
+def _strategy_pairs(rows: list[Row], world: int) -> list[tuple[Row, Row]]:
+    """Rows of one framework at `world` workers, in pairs (faster first)."""
+    same = sorted((row for row in rows if row.world == world), key=lambda row: -row.speed)
+    return [
+        (first, second)
+        for i, first in enumerate(same)
+        for second in same[i + 1 :]
+        if first.framework == second.framework
+    ]
+
+
+def _within_noise(first: Row, second: Row) -> str:
+    """ "no measurable difference" with the figures, when `first` is faster than `second` by
+    less than the larger spread of their repeats; "" when it is not, or no row has repeats."""
+    spreads = [row.samples_s_spread for row in (first, second) if row.samples_s_spread]
+    if not spreads or first.speed - second.speed >= max(spreads):
+        return ""
+    return (
+        f"{_label(first)} and {_label(second)} show no measurable difference: "
+        f"{first.speed:,.0f} and {second.speed:,.0f} samples/s differ by "
+        f"{first.speed - second.speed:,.0f}, less than the spread of their repeats "
+        f"({max(spreads):,.0f} samples/s)."
+    )
 
 
 def _memory(rows: list[Row]) -> list[str]:
@@ -101,9 +154,16 @@ def _accuracy(rows: list[Row], target: float) -> list[str]:
     if finals:
         (low, low_name), (high, high_name) = min(finals), max(finals)
         points = 100 * (high - low)
+        spreads = [100 * row.final_acc_spread for row in rows if row.final_acc_spread]
         if points <= AGREE_POINTS:
             said.append(
                 f"Final accuracies agree within {points:.2f} points ({low:.2%} to {high:.2%})."
+            )
+        elif spreads and points < max(spreads):
+            said.append(
+                f"Final accuracies show no measurable difference: {high_name} {high:.2%} and "
+                f"{low_name} {low:.2%} differ by {points:.2f} points, less than the spread of "
+                f"repeats ({max(spreads):.2f} points)."
             )
         else:
             said.append(
@@ -137,6 +197,13 @@ def environment(runs: list[RecordedRun]) -> list[tuple[str, str]]:
         ("report written", now),
         ("runs started", f"{times[0]} to {times[-1]}" if times else "-"),
         ("hosts", counted(host for start in starts for host in dict.fromkeys(start.hosts))),
+        (
+            "processors",
+            counted(
+                f"{start.processor or 'unknown'}, {start.host_cores or '?'} logical CPUs"
+                for start in starts
+            ),
+        ),
         ("devices", counted(device.split(":", 1)[1] for s in starts for device in s.devices)),
         ("launchers", counted(start.launcher for start in starts)),
         (

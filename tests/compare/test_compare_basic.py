@@ -111,7 +111,7 @@ def test_the_verdict_reads_the_rows():
     rows[1].efficiency, rows[1].baseline = 0.2, "single x1"
     said = verdict.sentences(rows, target=0.96)
     fastest = "Fastest: torch single x1 at 50,000 samples/s [95% interval 45,000-55,000]"
-    assert said[0] == fastest + " (median of 3 run(s))."
+    assert said[0] == fastest + " (median of 3 runs)."
     speedup = "torch ddp x2 runs at 0.40x torch single x1 [95% interval 0.36-0.44]"
     assert speedup + ": scaling efficiency 20%." in said
     assert "At 2 worker(s) the faster framework is torch: torch ddp x2 is 2.00x tf mwms x2." in said
@@ -120,6 +120,46 @@ def test_the_verdict_reads_the_rows():
     )
     assert "Final accuracies agree within 0.10 points (96.60% to 96.70%)." in said
     assert said[-1] == "First to 96.00% validation accuracy: torch single x1, after 30.0 s."
+
+
+def test_differences_within_the_spread_of_repeats_are_no_measurable_difference():
+    from common.report import verdict
+    from common.report.rows import Row
+
+    def row(framework, strategy, samples, spread, final, acc_spread, gpu=False):
+        return Row(
+            framework=framework,
+            strategy=strategy,
+            world=2,
+            layout="1x2 local",
+            runs=5,
+            samples_s=samples,
+            samples_s_spread=spread,
+            final_acc=final,
+            final_acc_spread=acc_spread,
+            gpu_nondeterministic=gpu,
+        )
+
+    rows = [
+        row("torch", "ddp", 21_000, 1_500, 0.9700, 0.004),
+        row("torch", "fsdp2", 20_000, 500, 0.9690, 0.002),
+        row("tf", "mwms", 10_000, 300, 0.9600, 0.003),
+    ]
+    said = verdict.sentences(rows, target=0.99)
+    assert "At 2 worker(s) the faster framework is torch: torch ddp x2 is 2.10x tf mwms x2." in said
+    assert (
+        "Within torch at 2 worker(s), torch ddp x2 and torch fsdp2 x2 show no measurable "
+        "difference: 21,000 and 20,000 samples/s differ by 1,000, less than the spread of their "
+        "repeats (1,500 samples/s)." in said
+    )
+    assert not any("tf mwms x2 show no measurable" in s for s in said)
+    assert "Final accuracies differ by 1.00 points: torch ddp x2 97.00%, tf mwms x2 96.00%." in said
+    rows[2].final_acc, rows[2].final_acc_spread = 0.9640, 0.012
+    said = verdict.sentences(rows, target=0.99)
+    assert any(s.startswith("Final accuracies show no measurable difference") for s in said)
+    assert not any("GPU runs were not deterministic" in s for s in said)
+    rows[0].gpu_nondeterministic = True
+    assert any("GPU runs were not deterministic" in s for s in verdict.sentences(rows, 0.99))
 
 
 def test_runs_of_different_layouts_are_rows_of_their_own(tmp_path):
@@ -148,3 +188,35 @@ def test_runs_of_different_layouts_are_rows_of_their_own(tmp_path):
     three = dataclasses.replace(runs[0].start, hosts=["a", "a", "b"], world_size=3)
     uneven = RecordedRun(runs[0].path, [three])
     assert uneven.layout == "2+1 local"
+
+
+def test_a_scaling_figure_from_ranks_that_shared_the_cores_says_so():
+    import dataclasses
+
+    from common.report.runs import RecordedRun
+    from tests.records import start
+
+    def shared(hosts, cores, device="cpu"):
+        begun = dataclasses.replace(start(), hosts=hosts, host_cores=cores, device_type=device)
+        return RecordedRun(path="m", records=[begun]).shared_cores()
+
+    assert shared(["a", "a"], 2) == "2 ranks x 1 thread on 2 cores"
+    assert shared(["a", "b"], 2) == ""  # one rank per host
+    assert shared(["a", "a"], 16) == ""  # cores to spare
+    assert shared(["a", "a"], 2, device="gpu") == ""
+
+
+def test_value_labels_of_one_worker_count_do_not_overlap():
+    from common.report import looks
+
+    plt = looks.pyplot()
+    figure, axis = plt.subplots()
+    axis.plot([1, 2], [0, 100])
+    values = [100.0, 100.0, 99.0, 98.5, 40.0]
+    looks.place_labels(axis, [(2, 2.0, y, "black") for y in values])
+    figure.canvas.draw()
+    texts = axis.texts
+    assert sorted(t.get_text() for t in texts) == ["100", "40", "98.5", "99"]  # no repeat
+    boxes = [t.get_window_extent() for t in texts]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    plt.close(figure)
