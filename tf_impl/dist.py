@@ -95,6 +95,8 @@ def setup_distributed(cfg: Config, spec: cluster.ClusterSpec) -> DistInfo:
     build the strategy."""
     cfg.train.global_batch_size(spec.world_size)  # fails early on a batch that does not split
     cluster.write_tf_config(spec, os.environ)
+    if cfg.dist.deterministic:  # before any op; the seeds are set where the model is built
+        tf.config.experimental.enable_op_determinism()
     device_type, device_name = pick_device(cfg, spec)
     threads = set_threads(spec)
     if spec.world_size > 1:

@@ -21,6 +21,7 @@ from typing import NoReturn
 import keras
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.framework import config as framework_config
 
 from common.core import main as main_body
 from common.core import precision
@@ -157,6 +158,10 @@ class TfTrainer(TrainerBase):
         return {
             **self.shared_numerics(loss_scaling=self.cfg.tf.mixed_precision == "fp16"),
             "tf32_settings": {"tensor_float_32_execution": enabled},
+            # TF 2.21 exports only the setter (enable_op_determinism); the getter is internal.
+            "deterministic_settings": {
+                "op_determinism": framework_config.is_op_determinism_enabled()
+            },
             "how": f"Keras policy {POLICY[self.cfg.tf.mixed_precision]}",
         }
 

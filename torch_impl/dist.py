@@ -20,6 +20,7 @@ from common.core import devices, strategies
 from common.core.config import Config
 from common.launch import cluster
 from torch_impl import nccl
+from torch_impl.precision import apply_determinism
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ def set_threads(spec: cluster.ClusterSpec) -> dict[str, int]:
 
 def setup_distributed(cfg: Config, spec: cluster.ClusterSpec) -> DistInfo:
     """Take this rank's device and its share of the cores, join the process group."""
+    apply_determinism(cfg.dist.deterministic)  # before CUDA starts
     device = pick_device(cfg, spec)
     threads = set_threads(spec)
     on_gpu = device.type == "cuda"

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
@@ -49,6 +51,29 @@ def apply_tf32(enabled: bool) -> dict[str, str]:
     torch.backends.cuda.matmul.fp32_precision = setting
     conv.fp32_precision = setting
     return {"matmul": torch.backends.cuda.matmul.fp32_precision, "conv": conv.fp32_precision}
+
+
+def apply_determinism(enabled: bool) -> dict[str, Any]:
+    """dist.deterministic: deterministic kernels, or torch's defaults; the settings, for
+    run_start. Called before CUDA starts: cuBLAS reads CUBLAS_WORKSPACE_CONFIG when it creates
+    its handle (torch docs: notes/randomness.html, "Reproducibility"); a value set by the user
+    is kept. Kernels without a deterministic implementation raise instead of running."""
+    if enabled:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(enabled)
+    torch.backends.cudnn.deterministic = enabled
+    torch.backends.cudnn.benchmark = False
+    return determinism_settings()
+
+
+def determinism_settings() -> dict[str, Any]:
+    """What decides whether torch's kernels repeat bit for bit, as set now."""
+    return {
+        "algorithms": torch.are_deterministic_algorithms_enabled(),
+        "cudnn_deterministic": torch.backends.cudnn.deterministic,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""),
+    }
 
 
 def _overflow_own_shard(optimizer: torch.optim.Optimizer) -> None:

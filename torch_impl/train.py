@@ -30,7 +30,7 @@ from torch_impl import checkpoint, dist, gemm, memory
 from torch_impl.data import TorchData, build_dataset
 from torch_impl.optim import build_optimizer, implementation, set_learning_rate
 from torch_impl.parallel import build_parallel, check_options, resolve_strategy
-from torch_impl.precision import Amp, apply_tf32
+from torch_impl.precision import Amp, apply_tf32, determinism_settings
 
 TRAIN_CLOCK = (
     "the epoch's training steps: batch fetch, forward, backward, gradient sync, optimizer step; "
@@ -128,6 +128,7 @@ class TorchTrainer(TrainerBase):
         return {
             **self.shared_numerics(loss_scaling=self.amp.scaler is not None),
             "tf32_settings": self.tf32,
+            "deterministic_settings": determinism_settings(),
             "how": HOW[(self.parallel.precision_by, self.parallel.parameters)],
             "optimizer_impl": self.optimizer_impl,
         }

@@ -143,6 +143,12 @@ class DistConfig:
     """TF32 for fp32 matmuls and convolutions on GPUs that have it (Ampere on), set on both
     sides: TensorFlow enables it by default and torch only for convolutions, so leaving each
     side's default would compare different arithmetic."""
+    deterministic: bool = False
+    """Deterministic kernels on both sides (torch.use_deterministic_algorithms with cuDNN's
+    deterministic algorithms and CUBLAS_WORKSPACE_CONFIG; TensorFlow's op determinism), so that
+    a run repeats, and resumes, bit for bit on a GPU too, at a cost in speed there. On the CPU,
+    where both sides' kernels repeat bit for bit already, torch's results do not change and
+    TensorFlow's move by float32 rounding (its deterministic reductions sum in another order)."""
 
     def __post_init__(self) -> None:
         _require(self.timeout_s > 0, "dist.timeout_s must be greater than 0")

@@ -101,6 +101,7 @@ class TrainerBase:
             "gradient_sync": self.parallel.gradient_sync,
             "mesh": {"replicate": self.dims.replicate, "shard": self.dims.shard},
             "batch_norm": precision.batch_norm(self.cfg.net()),
+            "deterministic": self.cfg.dist.deterministic,
         }
 
     def peak_flops(self, fresh: bool = False) -> float:

@@ -96,8 +96,8 @@ def sentences(rows: list[Row], target: float) -> list[str]:
     if any(row.gpu_nondeterministic for row in rows):
         said.append(
             "These GPU runs were not deterministic (dist.deterministic=false): two runs of one "
-            "setup end with different weights and curves (0.29 in one weight after 2 epochs of "
-            "the CNN on an H100), so a difference smaller than the spread of repeats is noise. "
+            "setup end with different weights and curves, so a difference smaller than the "
+            "spread of repeats is noise. "
             "Repeat each setup, or set dist.deterministic=true to compare bit for bit."
         )
     said += _memory(rows) + _accuracy(rows, target)

@@ -62,6 +62,17 @@ def test_runs_with_other_hyperparameters_are_not_repeats(tmp_path, capsys):
     assert "are not put beside the first group: optim.lr" in err
 
 
+def test_deterministic_and_default_runs_are_not_repeats(tmp_path, capsys):
+    write_run(tmp_path / "default" / "metrics.jsonl")
+    strict = load_config(None, ["train.target_accuracy=0.9", "dist.deterministic=true"])
+    write_run(tmp_path / "strict" / "metrics.jsonl", cfg=strict)
+    assert compare.main([str(tmp_path), "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    groups = [json.loads(line) for line in out.splitlines()]
+    assert sorted(g["key"]["dist.deterministic"] for g in groups) == [False, True]
+    assert "are not put beside the first group: dist.deterministic" in err
+
+
 def test_copies_of_one_run_count_once(tmp_path, capsys):
     write_run(tmp_path / "run" / "metrics.jsonl")
     for copy in ("copy1", "copy2"):
