@@ -4,7 +4,7 @@
 #   make setup CONSTRAINTS=my.txt    other pins (a cluster's own wheel versions)
 #   make setup FRAMEWORKS=system     use the torch/TensorFlow already installed (module load ...)
 #   make data                        fetch + verify MNIST into $(MNIST_DIR)
-#   make test | make demo | make preflight | make sizes | make lint
+#   make test | make test-gpu | make demo | make preflight | make sizes | make lint
 
 PYTHON      ?= python3
 VENV        ?= .venv
@@ -29,7 +29,7 @@ endif
 
 export MNIST_DIR
 
-.PHONY: setup data test test-common test-torch test-tf test-slurm demo preflight sizes lint clean
+.PHONY: setup data test test-common test-torch test-tf test-slurm test-gpu demo preflight sizes lint clean
 
 setup: $(STAMP)
 
@@ -57,6 +57,12 @@ test-tf: setup data
 
 test-slurm: setup data
 	$(PY) -m pytest tests/slurm
+
+# The GPU tier: each framework on the GPUs it sees (skipped, with the reason, where it sees none).
+# The default pins (constraints/cpu.txt) install CPU builds: on a GPU machine, make setup with
+# pins of CUDA builds (CONSTRAINTS=...) or FRAMEWORKS=system first.
+test-gpu: setup data
+	$(PY) -m pytest -m gpu tests/gpu
 
 # The main job, end to end on this machine: the MLP on real MNIST, 2 epochs, with torch single,
 # DDP and FSDP2 and TensorFlow MWMS on 1 and 2 local processes, then the comparison report.

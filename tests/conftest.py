@@ -33,6 +33,15 @@ def digits():
 STARTED = pytest.StashKey[tuple[str, float]]()
 
 
+def pytest_configure(config):
+    """The CPU tier (everything but `-m gpu`) runs on the CPU whatever the machine has: the
+    tests mean gloo and CPU ranks, and 2 ranks on one GPU are refused. Every process they start
+    inherits the hidden GPUs, TensorFlow's too. The GPU tier (make test-gpu) sees them."""
+    wants_gpu = "gpu" in (config.option.markexpr or "") and "not gpu" not in config.option.markexpr
+    if not wants_gpu:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+
 def pytest_sessionstart(session):
     session.config.stash[STARTED] = (time.strftime("%Y-%m-%d %H:%M"), os.getloadavg()[0])
 
