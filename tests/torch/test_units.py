@@ -231,3 +231,17 @@ def test_the_gemm_peak_is_not_below_what_the_cnn_s_own_convolution_reaches(threa
     finally:
         torch.set_num_threads(before)
     assert probe >= 0.8 * conv2, f"peak {probe / 1e9:.0f} GFLOP/s, conv2 {conv2 / 1e9:.0f}"
+
+
+def test_a_failed_bench_run_shows_the_end_of_its_stderr():
+    """A rank's failure reaches the user through the launcher's stderr: the bench shows both."""
+    from common.tools import measure
+
+    with pytest.raises(RuntimeError) as failed:
+        measure.launched(
+            "torch", "fsdp1", model_name="mlp", pipeline="tensor", nproc=1, limit=640,
+            device="cpu", extra=("torch.wrap=everything",),
+        )  # fmt: skip
+    said = str(failed.value)
+    assert said.startswith("torch fsdp1/tensor failed (exit 2):")
+    assert "--- end of its stderr ---" in said and "torch.wrap" in said
