@@ -6,11 +6,13 @@ run. Another live session's cluster is waited for (BUSY_WAIT_S), then its tests 
 with that reason; a stale one, whose owner was killed, is taken down by `up`. SIGTERM (a
 timeout) ends the session as Ctrl-C does, so the cluster is taken down either way."""
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +20,7 @@ from tests.slurm.jobs import CLUSTER_DIR, REPO
 
 BUSY_EXIT = 3  # slurm/testcluster.py: another live owner's cluster is up
 BUSY_WAIT_S = 300
+REGISTRY = Path("/run/suite-testcluster.json")  # slurm/testcluster_claim.py
 
 
 def _interrupt(signum, frame):
@@ -29,19 +32,37 @@ def cluster_command(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
+def registry() -> dict:
+    """The machine's test cluster record (slurm/testcluster_claim.py): its owner and folder."""
+    try:
+        return json.loads(REGISTRY.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _bring_up(nodes: int) -> None:
+    """This session's cluster of `nodes` nodes, once another live run's is gone (bounded)."""
+    deadline = time.monotonic() + BUSY_WAIT_S
+    while True:
+        up = cluster_command("up", "--nodes", str(nodes), "--owner", str(os.getpid()))
+        if up.returncode != BUSY_EXIT:
+            assert up.returncode == 0, up.stderr
+            return
+        if time.monotonic() > deadline:
+            pytest.skip(f"waited {BUSY_WAIT_S} s for another run's SLURM test cluster: {up.stderr}")
+        time.sleep(10)
+
+
 @pytest.fixture(scope="session", params=[1, 2], ids=["1-node", "2-node"])
 def cluster(request):
     previous = signal.signal(signal.SIGTERM, _interrupt)
-    deadline = time.monotonic() + BUSY_WAIT_S
-    while True:
-        up = cluster_command("up", "--nodes", str(request.param), "--owner", str(os.getpid()))
-        if up.returncode != BUSY_EXIT:
-            break
-        if time.monotonic() > deadline:
-            signal.signal(signal.SIGTERM, previous)
-            pytest.skip(f"waited {BUSY_WAIT_S} s for another run's SLURM test cluster: {up.stderr}")
-        time.sleep(10)
-    assert up.returncode == 0, up.stderr
+    try:
+        _bring_up(request.param)
+    except BaseException:  # skipped, or stopped while `up` ran: what it built is taken down
+        if registry().get("owner") == os.getpid():
+            cluster_command("down")
+        signal.signal(signal.SIGTERM, previous)
+        raise
     try:
         yield request.param
     finally:

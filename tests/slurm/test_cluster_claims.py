@@ -3,7 +3,6 @@ down with everything it left (orphaned processes in its namespaces, their links)
 owner's cluster is left alone, and a test session stopped by Ctrl-C or by a timeout leaves
 nothing behind. These tests run before the session's own cluster is up (file order)."""
 
-import json
 import os
 import signal
 import subprocess
@@ -13,18 +12,26 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.conftest import BUSY_EXIT, BUSY_WAIT_S, cluster_command
+from tests.slurm.conftest import BUSY_EXIT, BUSY_WAIT_S, REGISTRY, cluster_command, registry
 from tests.slurm.jobs import CLUSTER_DIR, REPO, ROOT_ONLY
 
 pytestmark = ROOT_ONLY
-REGISTRY = Path("/run/suite-testcluster.json")
 
 
-def registry() -> dict:
+def _running(pid: str) -> bool:
+    """Not ended: a process that ended and waits to be reaped (a zombie, whose parent, pid 1
+    in a container, may reap late) holds nothing."""
     try:
-        return json.loads(REGISTRY.read_text())
-    except (OSError, ValueError):
-        return {}
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _processes() -> list[str]:
+    """SLURM's processes still running ("pid command")."""
+    daemons = subprocess.run(["pgrep", "-a", "slurm"], capture_output=True, text=True).stdout
+    return [line for line in daemons.splitlines() if _running(line.split()[0])]
 
 
 def nothing_left() -> list[str]:
@@ -37,8 +44,7 @@ def nothing_left() -> list[str]:
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     found += [f"link {line.split(':')[1].strip()}" for line in links.splitlines()
               if "suite-" in line]  # fmt: skip
-    daemons = subprocess.run(["pgrep", "-a", "slurm"], capture_output=True, text=True).stdout
-    found += [f"process {line}" for line in daemons.splitlines()]
+    found += [f"process {line}" for line in _processes()]
     if "suite-testcluster" in Path("/etc/hosts").read_text():
         found.append("/etc/hosts lines")
     return found
@@ -115,8 +121,7 @@ def test_a_session_stopped_mid_job_leaves_nothing_behind(free_machine, signum, t
         env={**os.environ, "TMPDIR": str(tmp_path)},
     )  # fmt: skip
     deadline = time.monotonic() + 180
-    while "slurmstepd" not in subprocess.run(["pgrep", "-a", "slurm"], capture_output=True,
-                                             text=True).stdout:  # fmt: skip
+    while not any("slurmstepd" in line for line in _processes()):  # the job runs
         assert session.poll() is None and time.monotonic() < deadline, session.communicate()[0]
         time.sleep(0.2)
     time.sleep(2)  # the job's ranks are training
