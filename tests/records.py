@@ -3,7 +3,8 @@
 
 from common.core import precision, provenance, recorder
 from common.core.config_io import load_config
-from common.core.metrics import MetricsWriter, to_json
+from common.core.metrics import MetricsWriter
+from common.core.record_json import to_json
 from common.core.records import Epoch, MemoryEntry, RunStart, Step
 from common.launch.cluster import local_spec
 

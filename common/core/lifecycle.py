@@ -24,7 +24,8 @@ from common.core.config import Config
 from common.core.config_io import save_config, to_dict
 from common.core.console import console_line
 from common.core.contract import Trainer
-from common.core.metrics import METRICS_FILENAME, MetricsWriter, from_json, to_json
+from common.core.metrics import METRICS_FILENAME, MetricsWriter
+from common.core.record_json import from_json, to_json
 from common.core.records import Epoch, Record, Resume, Status
 from common.launch.cluster import ClusterSpec, unique_stamp
 

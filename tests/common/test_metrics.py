@@ -2,8 +2,9 @@ import json
 
 import pytest
 
-from common.core import console, metrics, recorder
+from common.core import console, metrics, record_json, recorder
 from common.core.clocks import percentiles
+from common.core.records import SCHEMA_VERSION
 from tests.records import CFG, epoch, epoch_record, start_record, write_run
 
 
@@ -20,7 +21,7 @@ def test_round_trip_and_time_to_target(tmp_path):
         "run_end",
     ]
     start, end = records[0], records[-1]
-    assert start["schema_version"] == metrics.SCHEMA_VERSION and start["world_size"] == 2
+    assert start["schema_version"] == SCHEMA_VERSION and start["world_size"] == 2
     assert start["config"]["train"]["target_accuracy"] == 0.9 and len(start["config_hash"]) == 12
     assert end["time_to_target_s"] == 4.0  # epoch 2 first reached 0.9
     assert (end["best_val_accuracy"], end["epochs_completed"]) == (0.95, 3)
@@ -63,7 +64,7 @@ def test_schema_errors_name_file_line_and_field(tmp_path, mutate, message):
     with pytest.raises(metrics.MetricsError, match=message):
         metrics.read_metrics(path)
     with pytest.raises(metrics.MetricsError):  # a typed record cannot be made of it either
-        metrics.from_json(record)
+        record_json.from_json(record)
 
 
 def test_wrong_schema_version_and_missing_file(tmp_path):

@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from common.core import console, metrics
+from common.core import console, metrics, record_json
 from common.launch.local import rank_environments
 from common.report.runs import RecordedRun
 from tests.launching import kill_second_rank_mid_training
@@ -196,7 +196,7 @@ def test_real_mnist_smoke_run(run_torch):
     done, run_dir = run_torch("smoke", 2, "torch.strategy=ddp", "train.epochs=1", small=False)
     (epoch,) = epochs_of(run_dir)
     assert epoch["val_accuracy"] > 0.93 and epoch["samples"] == 937 * 64
-    print(console.console_line(metrics.from_json(epoch)), file=sys.stderr)
+    print(console.console_line(record_json.from_json(epoch)), file=sys.stderr)
 
 
 def test_progress_is_printed_by_the_chief_only(run_torch):
