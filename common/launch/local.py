@@ -16,7 +16,6 @@ import ctypes
 import functools
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,11 +34,11 @@ from common.launch.cluster import (
     unique_stamp,
     write_tf_config,
 )
+from common.launch.watch import Watch
 
 POLL_S = 0.05
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _LIBC = ctypes.CDLL(None, use_errno=True)
-STOPPED_S = 1.0  # a rank stopped this long is taken to have stopped answering
 
 
 def _dies_with(launcher: int) -> None:
@@ -88,96 +87,6 @@ def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
         os.killpg(process.pid, signum)
     except ProcessLookupError:
         pass
-
-
-def _exit_code(returncode: int) -> int:
-    return 128 - returncode if returncode < 0 else returncode
-
-
-def is_stopped(pid: int) -> bool:
-    """Whether process `pid` is stopped (SIGSTOP, SIGTSTP; state T in /proc/PID/stat)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
-    except (OSError, IndexError):
-        return False
-
-
-def what_happened(rank: int, process: subprocess.Popen[bytes], stopped: bool = False) -> str:
-    """One rank's failure as the launcher saw it, naming its pid."""
-    where = f"pid {process.pid} on {socket.gethostname()}"
-    if stopped:
-        return f"rank {rank} stopped answering: its process is stopped (SIGSTOP; {where})"
-    code = process.returncode or 0
-    if code < 0:
-        return f"rank {rank} was killed by {signal.Signals(-code).name} ({where})"
-    return f"rank {rank} failed with exit code {code} ({where})"
-
-
-def _first_failure(processes: list[subprocess.Popen[bytes]]) -> tuple[int, int] | None:
-    """(rank, returncode) of the rank that failed, among those found dead in one pass. A rank
-    killed by a signal is the cause rather than a peer that then failed in a collective."""
-    failed = [(rank, p.returncode) for rank, p in enumerate(processes) if p.returncode]
-    return min(failed, key=lambda found: (found[1] >= 0, found[0]), default=None)
-
-
-class Watch:
-    """Which rank is at fault, as the launcher sees its children: the first found killed by a
-    signal or failed, or, before either, one found stopped for STOPPED_S (its peers will fail
-    in a collective later, and only have noticed it). Its description goes into the reason
-    file at once, so that the ranks that notice can name it in their run_end."""
-
-    def __init__(self, processes: list[subprocess.Popen[bytes]], reason_file: Path) -> None:
-        self.processes, self.reason_file = processes, reason_file
-        self.culprit: int | None = None
-        self.culprit_stopped = False
-        self.failed_at: float | None = None
-        self.stopped_since: dict[int, float] = {}
-        self.noticed: dict[int, int] = {}  # ranks that failed on their own after it: exit code
-        self.terminating = False  # SIGTERM sent: a rank that ends now was stopped, not failed
-
-    def check(self, now: float) -> None:
-        found = _first_failure(self.processes)
-        for rank, process in enumerate(self.processes):
-            if process.returncode is None and is_stopped(process.pid):
-                self.stopped_since.setdefault(rank, now)
-            else:
-                self.stopped_since.pop(rank, None)
-        stopped = [r for r, since in self.stopped_since.items() if now - since > STOPPED_S]
-        if self.culprit_stopped and not found and self.culprit not in self.stopped_since:
-            self.culprit, self.culprit_stopped = None, False  # it was continued in time
-            self.reason_file.unlink(missing_ok=True)
-        if self.culprit is None and (stopped or found):
-            self.culprit = stopped[0] if stopped else found[0] if found else None
-            self.culprit_stopped = bool(stopped)
-            self.reason_file.write_text(self.describe(), encoding="utf-8")
-        if found and self.failed_at is None:
-            self.failed_at = now
-        if self.culprit is None or self.terminating:
-            return
-        for rank, process in enumerate(self.processes):
-            if rank != self.culprit and process.returncode and rank not in self.noticed:
-                self.noticed[rank] = process.returncode
-
-    def describe(self) -> str:
-        assert self.culprit is not None
-        process = self.processes[self.culprit]
-        return what_happened(self.culprit, process, self.culprit_stopped)
-
-    def exit_code(self) -> int:
-        assert self.culprit is not None
-        code = self.processes[self.culprit].returncode
-        if self.culprit_stopped or code is None:
-            code = next(iter(self.noticed.values()), 1)
-        return _exit_code(code)
-
-    def last_line(self) -> str:
-        noticed = ", ".join(str(rank) for rank in sorted(self.noticed))
-        seen = (
-            f"; rank{'s' if len(self.noticed) > 1 else ''} {noticed} only noticed it"
-            if noticed
-            else ""
-        )
-        return f"[launch] {self.describe()}{seen}; stopped the other ranks; exit {self.exit_code()}"
 
 
 def end_missing_run_end(note: Path, error: str) -> None:

@@ -118,7 +118,7 @@ def test_a_rank_stopped_after_the_grace_hears_why():
 
 
 def test_a_rank_killed_by_a_signal_is_blamed_before_a_peer_that_exited():
-    from common.launch.local import _first_failure
+    from common.launch.watch import _first_failure
 
     exits = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(1)"])
     killed = subprocess.Popen([sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"])
