@@ -23,7 +23,7 @@ from pathlib import Path
 from common.core import liveness, provenance
 from common.core.metrics import MetricsWriter, scan
 from common.core.recorder import diverged_at, time_to_target
-from common.core.records import METRICS_FILENAME, Epoch, Record, Resume, RunEnd, RunStart
+from common.core.records import METRICS_FILENAME, Epoch, Launch, Record, Resume, RunEnd, launches
 
 END_LOCK = ".end-lock"
 WAIT_S = 10.0  # for another writer of the run_end; a stopped one is not waited for longer
@@ -51,32 +51,30 @@ def end_lock(run_dir: Path) -> Iterator[None]:
         os.close(handle)
 
 
-def last_launch(records: list[Record]) -> list[Record]:
-    """The records of the last launch: from the last run_start on."""
-    starts = [i for i, record in enumerate(records) if isinstance(record, RunStart)]
-    return records[starts[-1] :] if starts else []
+def last_launch(records: list[Record]) -> Launch | None:
+    """The last launch written into a file; None before any run_start."""
+    found = launches(records)
+    return found[-1] if found else None
 
 
 def has_ended(run_dir: Path) -> bool:
     """Whether the last launch written into `run_dir` has its run_end."""
     launch = last_launch(scan(run_dir / METRICS_FILENAME).records)
-    return any(isinstance(record, RunEnd) for record in launch)
+    return launch is not None and any(isinstance(r, RunEnd) for r in launch.records)
 
 
 def _seconds(stamp: str) -> float:
     return datetime.datetime.fromisoformat(stamp).timestamp()
 
 
-def missing_end(records: list[Record], error: str) -> RunEnd:
-    """The run_end of a launch that has none, from its file: the epochs of every launch, and its
-    time estimated from the file's clock (this launch's run_start to now, plus the run time of
-    the epoch it resumed from)."""
-    launch = last_launch(records)
-    start = launch[0]
-    assert isinstance(start, RunStart)
+def missing_end(records: list[Record], launch: Launch, error: str) -> RunEnd:
+    """The run_end of `launch`, the file's last, which has none: the epochs of every launch in
+    `records`, and its time estimated from the file's clock (its run_start to now, plus the run
+    time of the epoch it resumed from)."""
+    start = launch.start
     by_epoch = {r.epoch: r for r in records if isinstance(r, Epoch)}
     epochs = [by_epoch[number] for number in sorted(by_epoch)]
-    resumed = [r.epoch for r in launch if isinstance(r, Resume)]
+    resumed = [r.epoch for r in launch.records if isinstance(r, Resume)]
     before = by_epoch[resumed[0]].elapsed_s if resumed and resumed[0] in by_epoch else 0.0
     target = start.config.get("train", {}).get("target_accuracy", 1.0)
     accuracies = [epoch.val_accuracy for epoch in epochs]
@@ -103,11 +101,11 @@ def append_missing(run_dir: Path, error: str) -> bool:
     with end_lock(run_dir):
         records = scan(path).records
         launch = last_launch(records)
-        if not launch or any(isinstance(record, RunEnd) for record in launch):
+        if launch is None or any(isinstance(record, RunEnd) for record in launch.records):
             return False
         (run_dir / f".{METRICS_FILENAME}.reserve").unlink(missing_ok=True)  # the chief's
         with MetricsWriter(path) as writer:
-            writer.write(missing_end(records, error))
+            writer.write(missing_end(records, launch, error))
     return True
 
 

@@ -219,13 +219,12 @@ class Driver:
 
     def _drive(self, last_words: LastWords) -> Outcome:
         try:
-            self.run = Run.start(self.cfg, self.trainer, self.options)
-            train_epochs(self.cfg, self.trainer, self.run, self.options, self.stops)
+            run = self.run = Run.start(self.cfg, self.trainer, self.options)
+            train_epochs(self.cfg, self.trainer, run, self.options, self.stops)
         except BaseException as ended:  # noqa: BLE001 - DCP's CheckpointException is one
             self.stops.record_only()  # the run is ending: a signal now is noted, not raised
             return self._outcome(ended, last_words)
-        assert self.run is not None
-        diverged = recorder.divergence(self.run.epochs)
+        diverged = recorder.divergence(run.epochs)
         if diverged:  # trained to the end on NaN: its numbers are not a result
             return Outcome("diverged", f"{diverged}; trained on to train.epochs", 0)
         return Outcome("success", None, 0)

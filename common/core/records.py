@@ -240,3 +240,24 @@ KINDS: dict[str, type[Record]] = {
 }
 # The sections every resolved config has (common.core.config.Config).
 CONFIG_SECTIONS = ("data", "model", "optim", "train", "dist", "output", "torch", "tf")
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """One launch's records in a metrics file: its run_start, then what it wrote up to the
+    next launch's (a resumed run holds several)."""
+
+    start: RunStart
+    index: int  # of the run_start among the file's records
+    records: list[Record]  # the run_start first
+
+
+def launches(records: list[Record]) -> list[Launch]:
+    """The launches a file's records hold, in file order; records before the first run_start
+    (none in a valid file) belong to none."""
+    starts = [(i, record) for i, record in enumerate(records) if isinstance(record, RunStart)]
+    ends = [i for i, _ in starts[1:]] + [len(records)]
+    return [
+        Launch(start=start, index=i, records=records[i:end])
+        for (i, start), end in zip(starts, ends, strict=True)
+    ]

@@ -14,7 +14,7 @@ from typing import Any
 from common.core.config import HOW_NOT_WHAT, TfConfig, TorchConfig, is_listed
 from common.core.config_io import flatten
 from common.core.recorder import time_to_target
-from common.core.records import Epoch, Record, Resume, RunEnd, RunStart, Step
+from common.core.records import Epoch, Launch, Record, Resume, RunEnd, RunStart, Step, launches
 from common.core.resume import conflicts, identity
 
 # What is not compared between runs: how they were launched, recorded or analysed, and the
@@ -185,24 +185,23 @@ def _identity(start: RunStart) -> dict[str, Any]:
     )
 
 
-def _mixed_launch(first: RunStart, launch: list[Record]) -> str | None:
-    """Why `launch` (a run_start and the records up to the next) is not one launch of the run
-    `first` started; None when it is. A later launch must be the same run and go on from a
-    checkpoint (a resume record before its epochs); within one launch epochs and steps only go
-    up (two launches writing at once repeat them)."""
-    start = launch[0]
-    assert isinstance(start, RunStart)
+def _mixed_launch(first: RunStart, launch: Launch) -> str | None:
+    """Why `launch` is not one launch of the run `first` started; None when it is. A later
+    launch must be the same run and go on from a checkpoint (a resume record before its
+    epochs); within one launch epochs and steps only go up (two launches writing at once
+    repeat them)."""
+    start = launch.start
     if start is not first:
         if start.run_id != first.run_id:
             return f"run {start.run_id!r} after run {first.run_id!r}"
         found = conflicts(_identity(first), _identity(start), held_in="the first run_start")
         if found:
             return "another config: " + "; ".join(found[:3])
-        kinds = [r.KIND for r in launch if isinstance(r, (Resume, Epoch))]
+        kinds = [r.KIND for r in launch.records if isinstance(r, (Resume, Epoch))]
         if kinds and kinds[0] != Resume.KIND:
             return "its epochs start again without a resume record"
     for kind, number in ((Epoch, "epoch"), (Step, "step")):
-        seen = [getattr(r, number) for r in launch if isinstance(r, kind)]
+        seen = [getattr(r, number) for r in launch.records if isinstance(r, kind)]
         repeated = next((b for a, b in zip(seen, seen[1:], strict=False) if b <= a), None)
         if repeated is not None:
             return f"{number} {repeated} comes twice in one launch: two launches wrote at once"
@@ -212,15 +211,11 @@ def _mixed_launch(first: RunStart, launch: list[Record]) -> str | None:
 def mixed_runs(records: list[Record], lines: list[int]) -> tuple[int, str] | None:
     """(line, why) of the first launch in a metrics file that is not a launch of the run its
     first run_start began (`_mixed_launch`); None for one run, resumed any number of times."""
-    starts = [i for i, record in enumerate(records) if isinstance(record, RunStart)]
-    if not starts:
-        return None
-    first = records[starts[0]]
-    assert isinstance(first, RunStart)
-    for begin, end in zip(starts, [*starts[1:], len(records)], strict=True):
-        why = _mixed_launch(first, records[begin:end])
+    found = launches(records)
+    for launch in found:
+        why = _mixed_launch(found[0].start, launch)
         if why is not None:
-            return lines[begin] if lines else begin + 1, why
+            return lines[launch.index] if lines else launch.index + 1, why
     return None
 
 
