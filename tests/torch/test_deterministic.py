@@ -1,47 +1,14 @@
-"""dist.deterministic on the CPU (torch): accepted and recorded, it changes nothing (the suite's
-CPU kernels are deterministic already), and a stopped and resumed run equals an uninterrupted
+"""dist.deterministic on the CPU (torch): accepted and recorded, it changes nothing bit for bit
+(torch's CPU kernels repeat already), and a stopped and resumed run equals an uninterrupted
 one with it on. Its purpose, bitwise repeats on a GPU, is checked by the GPU tier (tests/gpu)."""
 
-import json
-
-from tests.launching import runner
-
-SETTINGS = [
-    "data.train_limit=1280",
-    "data.test_limit=500",
-    "train.epochs=2",
-    "train.checkpoint_every_epochs=1",
-    "model.dropout=true",
-    "dist.device=cpu",
-]
-
-
-def records(run_dir):
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
-def curve(run_dir):
-    epochs = {r["epoch"]: r for r in records(run_dir) if r["record"] == "epoch"}
-    return [(e["train_loss"], e["val_loss"], e["val_accuracy"]) for _, e in sorted(epochs.items())]
+from tests.determinism import curve, default_strict_and_resumed, modes
 
 
 def test_the_mode_is_recorded_changes_nothing_on_the_cpu_and_resumes_bitwise(tmp_path):
-    run = runner("torch_impl.train", tmp_path)
-    _, default = run("default", 0, *SETTINGS, small=False)
-    _, strict = run("strict", 0, *SETTINGS, "dist.deterministic=true", small=False)
-    numerics = [records(folder)[0]["numerics"] for folder in (default, strict)]
-    assert [n["deterministic"] for n in numerics] == [False, True]
-    assert numerics[1]["deterministic_settings"]["algorithms"] is True
-    assert curve(strict) == curve(default)
-    run(
-        "parts",
-        0,
-        *SETTINGS,
-        "dist.deterministic=true",
-        small=False,
-        extra=["--stop-after-epoch", "1"],
-    )
-    _, parts = run(
-        "parts", 0, *SETTINGS, "dist.deterministic=true", small=False, extra=["--resume"]
-    )
-    assert curve(parts) == curve(strict)
+    runs = default_strict_and_resumed("torch_impl.train", tmp_path)
+    default, strict = modes(runs)
+    assert (default["deterministic"], strict["deterministic"]) == (False, True)
+    assert strict["deterministic_settings"]["algorithms"] is True
+    assert curve(runs.strict) == curve(runs.default)
+    assert curve(runs.resumed) == curve(runs.strict)
