@@ -116,7 +116,7 @@ def test_a_live_owners_cluster_is_left_alone(free_machine, tmp_path):
 def test_a_session_stopped_mid_job_leaves_nothing_behind(free_machine, signum, tmp_path):
     session = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "tests/slurm/test_slurm.py", "-k", "srun_of_the_script and torch and 1-node"],
+         "tests/slurm/test_slurm_operations.py", "-k", "preflight_runs_as_a_job"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "TMPDIR": str(tmp_path)},
     )  # fmt: skip
@@ -124,7 +124,7 @@ def test_a_session_stopped_mid_job_leaves_nothing_behind(free_machine, signum, t
     while not any("slurmstepd" in line for line in _processes()):  # the job runs
         assert session.poll() is None and time.monotonic() < deadline, session.communicate()[0]
         time.sleep(0.2)
-    time.sleep(2)  # the job's ranks are training
+    time.sleep(2)  # the job's ranks are at work: the preflight's job runs for about a minute
     session.send_signal(signum)
     output, _ = session.communicate(timeout=180)
     assert session.returncode != 0, output

@@ -16,15 +16,16 @@ from tests.slurm.jobs import REPO, ROOT_ONLY, layout, slurm_env, submit, wait_fo
 pytestmark = ROOT_ONLY
 
 
+@pytest.mark.parametrize("cluster", [2], indirect=True)  # 1 x 2 ranks: tests/preflight
 def test_the_preflight_runs_as_a_job_on_the_cluster(cluster, tmp_path):
-    """sbatch of the preflight: every check as srun steps of the job's own layout."""
+    """sbatch of the preflight: every check as srun steps of the job's own layout, a rank on
+    each node (the preflight of 2 ranks on one machine is tests/preflight's)."""
     env = slurm_env(tmp_path)
     options = [*layout(cluster), "--job-name=p", f"--output={tmp_path}/%x-%j.out"]
     job = submit(options, ["preflight"], env)
     state, log = wait_for(job, env, timeout_s=600), (tmp_path / f"p-{job}.out").read_text()
     assert state == "COMPLETED" and "preflight passed" in log, log
-    nodes = ["n1", "n1"] if cluster == 1 else ["n1", "n2"]
-    for rank, node in enumerate(nodes):
+    for rank, node in enumerate(["n1", "n2"]):
         assert f"rank {rank:<5} {node}: cpu:cpu" in log
     assert log.count("67,108,864") == 2 and "torch-fsdp1-none" in log
 

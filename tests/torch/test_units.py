@@ -215,7 +215,10 @@ def test_the_gemm_peak_is_not_below_what_the_cnn_s_own_convolution_reaches(threa
     matmul ran at less than half of what oneDNN reaches, and the CNN's MFU read 80%; on one
     thread the probe left oneDNN and 2-rank MFUs read 65%. The model's largest layer alone
     (conv2, batch 64, forward, channels-last as the model runs it) cannot run faster than the
-    peak; both are best-of timings."""
+    peak. Both are best-of timings of calls of the same length (the probe's TARGET_CALL_S: a
+    short call slips between another process's time slices where a long one cannot; CI, at
+    load 1.5 on 2 cores, once read a 2-thread peak 25% below conv2 timed 8 ms at a time), and
+    the peak is the best of up to 3 probes, as the cache keeps the highest one measured."""
     from common.core import peak
     from torch_impl import gemm
 
@@ -225,12 +228,22 @@ def test_the_gemm_peak_is_not_below_what_the_cnn_s_own_convolution_reaches(threa
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        # gemm_flops(1, f) is 2 / (f's best time): times the MACs, conv2's FLOP/s.
-        conv2 = peak.gemm_flops(1, lambda: torch.nn.functional.conv2d(images, kernel)) * macs
-        probe = gemm.gemm_flops(torch.device("cpu"), "fp32").flops
+        once = peak.gemm_flops(1, lambda: torch.nn.functional.conv2d(images, kernel))  # 2 / s
+        calls = max(1, round(peak.TARGET_CALL_S * once / 2))
+
+        def convolve() -> None:
+            for _ in range(calls):
+                torch.nn.functional.conv2d(images, kernel)
+
+        # gemm_flops(1, f) is 2 / (f's best time): times the MACs of its calls, conv2's FLOP/s
+        conv2 = peak.gemm_flops(1, convolve) * macs * calls
+        probes = []
+        while len(probes) < 3 and max(probes, default=0) < 0.8 * conv2:
+            probes.append(gemm.gemm_flops(torch.device("cpu"), "fp32").flops)
     finally:
         torch.set_num_threads(before)
-    assert probe >= 0.8 * conv2, f"peak {probe / 1e9:.0f} GFLOP/s, conv2 {conv2 / 1e9:.0f}"
+    shown = ", ".join(f"{probe / 1e9:.0f}" for probe in probes)
+    assert max(probes) >= 0.8 * conv2, f"peaks {shown} GFLOP/s, conv2 {conv2 / 1e9:.0f}"
 
 
 def test_a_failed_bench_run_shows_the_end_of_its_stderr():
