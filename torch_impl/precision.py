@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from common.core import precision
 from common.core.config import Config
 from common.core.strategies import Strategy
 
+_INDUCTOR = "torch._inductor.config"
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -60,7 +62,10 @@ def apply_determinism(enabled: bool) -> dict[str, Any]:
     is kept. Kernels without a deterministic implementation raise instead of running."""
     if enabled:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(enabled)
+    # The call imports torch._inductor (to set its `deterministic`): 0.9 s of every rank's
+    # start-up on a 2-core machine. Off is torch's default, so it is made only to change it.
+    if enabled or torch.are_deterministic_algorithms_enabled() or _INDUCTOR in sys.modules:
+        torch.use_deterministic_algorithms(enabled)
     torch.backends.cudnn.deterministic = enabled
     torch.backends.cudnn.benchmark = False
     return determinism_settings()
