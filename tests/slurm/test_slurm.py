@@ -27,10 +27,12 @@ from tests.slurm.jobs import (
 pytestmark = ROOT_ONLY
 
 
+@pytest.mark.parametrize("cluster", [2], indirect=True)  # 2 tasks on one node: the srun test
 @pytest.mark.parametrize(
     "framework,strategy", [("torch", "ddp"), ("torch", "fsdp2"), ("tf", "mwms")]
 )
 def test_two_tasks_train_and_compare_reads_them(cluster, framework, strategy, tmp_path):
+    """sbatch of the script, a task on each of 2 nodes, one core each; compare reads the run."""
     env = slurm_env(tmp_path)
     extra = ["--set", f"torch.strategy={strategy}"] if framework == "torch" else []
     job = submit(
@@ -48,7 +50,7 @@ def test_two_tasks_train_and_compare_reads_them(cluster, framework, strategy, tm
         strategy,
         "slurm",
     )
-    assert start["hosts"] == (["n1", "n1"] if cluster == 1 else ["n1", "n2"])
+    assert start["hosts"] == ["n1", "n2"]
     assert [device.split(":")[0] for device in start["devices"]] == start["hosts"]
     assert start["threads"]["intra_op"] == 1  # --cpus-per-task reached the step (not 2 cores)
     assert end["status"] == "success" and end["epochs_completed"] == 2
