@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,6 @@ from common.core import precision
 from common.core.config import Config
 from common.core.strategies import Strategy
 
-_INDUCTOR = "torch._inductor.config"
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -64,7 +62,7 @@ def apply_determinism(enabled: bool) -> dict[str, Any]:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     # The call imports torch._inductor (to set its `deterministic`): 0.9 s of every rank's
     # start-up on a 2-core machine. Off is torch's default, so it is made only to change it.
-    if enabled or torch.are_deterministic_algorithms_enabled() or _INDUCTOR in sys.modules:
+    if enabled or torch.are_deterministic_algorithms_enabled():
         torch.use_deterministic_algorithms(enabled)
     torch.backends.cudnn.deterministic = enabled
     torch.backends.cudnn.benchmark = False

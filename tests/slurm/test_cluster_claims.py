@@ -76,9 +76,11 @@ def test_a_stale_cluster_is_taken_down_with_its_orphans(free_machine):
     # a process left in a node's namespace (as an orphaned slurmstepd is), whose namespace then
     # lost its name: it keeps the namespace and the host end of its link alive
     subprocess.run(["ip", "netns", "exec", "suite-n1", "setsid", "-f", "sleep", "600"], check=True)
+    # the orphan and the node's daemon, followed by pid: another process of the machine may
+    # run the same command line
     held = subprocess.run(["ip", "netns", "pids", "suite-n1"], capture_output=True, text=True)
-    in_node = held.stdout.split()  # the orphan and the node's daemon, by pid (another process
-    assert len(in_node) >= 2, held  # of the machine may run the same command)
+    in_node = held.stdout.split()
+    assert len(in_node) >= 2, held
     subprocess.run(["ip", "netns", "del", "suite-n1"], check=True)
     owner.kill()
     owner.wait()
