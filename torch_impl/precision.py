@@ -60,10 +60,7 @@ def apply_determinism(enabled: bool) -> dict[str, Any]:
     is kept. Kernels without a deterministic implementation raise instead of running."""
     if enabled:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    # The call imports torch._inductor (to set its `deterministic`): 0.9 s of every rank's
-    # start-up on a 2-core machine. Off is torch's default, so it is made only to change it.
-    if enabled or torch.are_deterministic_algorithms_enabled():
-        torch.use_deterministic_algorithms(enabled)
+    torch.use_deterministic_algorithms(enabled)
     torch.backends.cudnn.deterministic = enabled
     torch.backends.cudnn.benchmark = False
     return determinism_settings()
