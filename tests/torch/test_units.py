@@ -243,6 +243,7 @@ def test_the_gemm_peak_is_not_below_what_the_cnn_s_own_convolution_reaches(threa
     finally:
         torch.set_num_threads(before)
     shown = ", ".join(f"{probe / 1e9:.0f}" for probe in probes)
+    print(f"{threads} thread(s): peaks {shown} GFLOP/s, conv2 {conv2 / 1e9:.0f}")
     assert max(probes) >= 0.8 * conv2, f"peaks {shown} GFLOP/s, conv2 {conv2 / 1e9:.0f}"
 
 
