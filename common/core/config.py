@@ -17,6 +17,11 @@ from common.models import zoo
 from common.models.config import ModelConfig
 
 MAX_RUN_NAME = 200  # bytes; file systems allow 255 for a name, and tools add suffixes
+# The longest wait a timeout may ask for: 30 days, longer than any job a scheduler grants.
+# Both frameworks turn timeouts into integer milliseconds, which overflow far above it.
+MAX_TIMEOUT_S = 30 * 24 * 3600.0
+# Seeds feed numpy, torch and TensorFlow alike; numpy's legacy generators take 32 bits.
+MAX_SEED = 2**32 - 1
 
 # The config keys that say how a run is launched, recorded or analysed, not what it trains (its
 # samples, model, arithmetic and schedule): a resumed launch may change them
@@ -104,7 +109,9 @@ class TrainConfig:
         _require(self.epochs >= 1, f"train.epochs must be >= 1, got {self.epochs}")
         _require(self.batch_size >= 1, f"train.batch_size must be >= 1, got {self.batch_size}")
         _require(self.eval_batch_size >= 0, "train.eval_batch_size must be >= 0 (0: auto)")
-        _require(self.seed >= 0, f"train.seed must be >= 0, got {self.seed}")
+        _require(
+            0 <= self.seed <= MAX_SEED, f"train.seed must be in 0..{MAX_SEED}, got {self.seed}"
+        )
         _require(
             0 < self.target_accuracy <= 1,
             f"train.target_accuracy is a fraction in (0, 1], got {self.target_accuracy}",
@@ -151,8 +158,13 @@ class DistConfig:
     TensorFlow's move by float32 rounding (its deterministic reductions sum in another order)."""
 
     def __post_init__(self) -> None:
-        _require(self.timeout_s > 0, "dist.timeout_s must be greater than 0")
-        _require(self.startup_timeout_s > 0, "dist.startup_timeout_s must be greater than 0")
+        for key in ("timeout_s", "startup_timeout_s"):
+            value = getattr(self, key)
+            _require(
+                0 < value <= MAX_TIMEOUT_S,
+                f"dist.{key} must be greater than 0 and at most {MAX_TIMEOUT_S:.0f} s "
+                f"(30 days), got {value:g}",
+            )
         _require(self.startup_retries >= 1, "dist.startup_retries must be >= 1")
 
 
@@ -166,6 +178,10 @@ class OutputConfig:
     """Export the final model once, unsharded, into the run folder."""
 
     def __post_init__(self) -> None:
+        _require(
+            bool(self.dir.strip()),
+            "output.dir is empty: name the folder for run folders (e.g. output.dir=results)",
+        )
         _require(
             "/" not in self.run_name and not self.run_name.startswith("."),
             "output.run_name is a folder name, not a path (no '/', no leading '.')",

@@ -184,6 +184,28 @@ def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, 
     return merged
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last
+    one silently, so a preset could say two things and mean one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise ValueError(
+                    f"key {key!r} is given twice, on lines {seen[key]} and {line}: keep one"
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _UniqueKeyLoader.construct_mapping
+)
+
+
 def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> Config:
     """Read a YAML preset (or start from defaults), apply overrides, validate."""
     raw: dict[str, Any] = {}
@@ -192,9 +214,11 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         if not path.is_file():
             raise ValueError(f"config file {path} does not exist (presets are in configs/)")
         try:
-            raw = yaml.safe_load(path.read_text()) or {}
+            raw = yaml.load(path.read_text(), Loader=_UniqueKeyLoader) or {}  # noqa: S506
         except yaml.YAMLError as error:
             raise ValueError(f"config file {path} is not valid YAML: {error}") from None
+        except ValueError as error:
+            raise ValueError(f"config file {path}: {error}") from None
         if not isinstance(raw, dict):
             raise ValueError(f"config file {path} must hold a mapping of sections")
     try:

@@ -199,8 +199,10 @@ class Run:
         return manifest["epoch"], manifest["elapsed_s"]
 
     def record_epoch(self, record: Epoch) -> None:
-        self.epochs.append(record)
+        """Write the epoch's record, then count it: a record the disk had no room for is not
+        one of the run's completed epochs."""
         self.write(record)
+        self.epochs.append(record)
 
     def checkpoint(self, epoch: int) -> None:
         """The state after `epoch` epochs (collective): every rank saves its part, then the chief

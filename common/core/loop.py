@@ -230,8 +230,9 @@ class Driver:
         return Outcome("success", None, 0)
 
     def _outcome(self, ended: BaseException, last_words: LastWords) -> Outcome:
-        if isinstance(ended, RunRefused):
-            print(f"error: {ended}", file=sys.stderr)
+        if isinstance(ended, RunRefused):  # the chief's word, raised on every rank: said once
+            if self.trainer.spec.is_chief:
+                print(f"error: {ended}", file=sys.stderr)
             return Outcome("failed", str(ended), 2)
         if isinstance(ended, PeerFailed):
             return Outcome("failed", str(ended), 1)

@@ -47,7 +47,11 @@ class MetricsWriter:
         try:
             written = os.write(self._fd, data)
             if written != len(data):
-                raise OSError(errno.ENOSPC, f"wrote {written} of {len(data)} bytes")
+                raise OSError(  # a short write: the file system ran out of room mid-line
+                    errno.ENOSPC,
+                    f"{os.strerror(errno.ENOSPC)}: wrote {written} of {len(data)} bytes of a "
+                    f"record to {self.path}",
+                )
             os.fsync(self._fd)
         except OSError:
             os.ftruncate(self._fd, whole)  # back to the last whole line

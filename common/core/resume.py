@@ -120,6 +120,11 @@ def lock(run_dir: Path, warn: Callable[[str], None]) -> liveness.Held:
             "would write into one run, so this one stops and writes nothing. Wait for that "
             "launch to end, or stop it"
         ) from None
+    except OSError as error:  # a read-only or full file system: nothing can be written there
+        raise RunRefused(
+            f"cannot write into the run folder {run_dir} ({error.strerror or error}); make it "
+            "writable, or copy the run folder to a writable place and resume it there"
+        ) from None
     if "unsupported" in earlier:
         warn(
             f"the file system of {run_dir} has no file locks ({earlier['unsupported']}): two "

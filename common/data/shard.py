@@ -103,7 +103,10 @@ class EvalPlan:
 
     @property
     def per_rank_batch(self) -> int:
-        return -(-self.eval_batch // self.world_size)
+        """The rank's share of the eval batch, at most its share of the test set: a batch
+        larger than the test set would only add padding (and memory), never samples."""
+        whole = max(1, min(self.eval_batch, self.num_samples))
+        return -(-whole // self.world_size)
 
     @property
     def steps(self) -> int:

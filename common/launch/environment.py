@@ -50,6 +50,46 @@ def _int(env: Mapping[str, str], name: str) -> int:
         raise ClusterError(f"{name}={value!r} is not an integer") from None
 
 
+def _port(env: Mapping[str, str], name: str) -> int:
+    port = _int(env, name)
+    if not 1 <= port <= 65535:
+        raise ClusterError(f"{name}={port} is not a TCP port: set it to one in 1..65535")
+    return port
+
+
+def _tf_workers(text: str, world: int, rank: int) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The hosts and ports of TF_CONFIG's workers, checked against the torchrun variables."""
+    fix = "set it as common.launch writes it (cluster.worker: one host:port per rank)"
+    try:
+        config = json.loads(text)
+        workers = config["cluster"]["worker"]
+        index = config["task"]["index"]
+    except (ValueError, KeyError, TypeError):
+        raise ClusterError(
+            f"TF_CONFIG is not valid JSON with cluster.worker and task.index: {text[:200]!r}; {fix}"
+        ) from None
+    if not isinstance(workers, list) or not isinstance(index, int):
+        raise ClusterError(
+            f"TF_CONFIG: cluster.worker must be a list of host:port strings and "
+            f"task.index an integer, got {workers!r} and {index!r}; {fix}"
+        )
+    hosts, ports = [], []
+    for worker in workers:
+        host, _, port = worker.rpartition(":") if isinstance(worker, str) else ("", "", "")
+        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise ClusterError(
+                f"TF_CONFIG: worker {worker!r} is not host:port with a port in 1..65535; {fix}"
+            )
+        hosts.append(host)
+        ports.append(int(port))
+    if len(workers) != world or index != rank:
+        raise ClusterError(
+            f"TF_CONFIG lists {len(workers)} workers with index {index}, "
+            f"but WORLD_SIZE={world} and RANK={rank}"
+        )
+    return tuple(hosts), tuple(ports)
+
+
 def _check_ranks(rank: int, local_rank: int, world: int, local_world: int, source: str) -> None:
     if world < 1:
         raise ClusterError(f"{source}: world size {world} must be >= 1")
@@ -67,19 +107,7 @@ def _from_torchrun(env: Mapping[str, str]) -> ClusterSpec:
     hosts: tuple[str, ...] = ()
     ports: tuple[int, ...] = ()
     if "TF_CONFIG" in env:  # written by common.launch: take the hosts and ports back from it
-        try:
-            config = json.loads(env["TF_CONFIG"])
-            workers = config["cluster"]["worker"]
-            index = config["task"]["index"]
-        except (ValueError, KeyError, TypeError):
-            raise ClusterError(f"TF_CONFIG is not valid: {env['TF_CONFIG']!r}") from None
-        if len(workers) != world or index != rank:
-            raise ClusterError(
-                f"TF_CONFIG lists {len(workers)} workers with index {index}, "
-                f"but WORLD_SIZE={world} and RANK={rank}"
-            )
-        hosts = tuple(worker.rsplit(":", 1)[0] for worker in workers)
-        ports = tuple(int(worker.rsplit(":", 1)[1]) for worker in workers)
+        hosts, ports = _tf_workers(env["TF_CONFIG"], world, rank)
     return ClusterSpec(
         launcher="local" if env.get(LAUNCHER_MARK) == "local" else "torchrun",
         rank=rank,
@@ -89,7 +117,7 @@ def _from_torchrun(env: Mapping[str, str]) -> ClusterSpec:
         hosts=hosts,
         node=socket.gethostname(),
         master_addr=env.get("MASTER_ADDR") or "127.0.0.1",
-        master_port=_int(env, "MASTER_PORT"),
+        master_port=_port(env, "MASTER_PORT"),
         launch_id=env.get("SUITE_RUN_ID") or env.get("TORCHELASTIC_RUN_ID", ""),
         tf_ports=ports,
         stop_reason_file=env.get(STOP_REASON_VARIABLE, ""),
@@ -109,7 +137,14 @@ def _slurm_job(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _cpus_per_task(env: Mapping[str, str]) -> int:
-    return _int(env, "SLURM_CPUS_PER_TASK") if env.get("SLURM_CPUS_PER_TASK") else 0
+    if not env.get("SLURM_CPUS_PER_TASK"):
+        return 0
+    cpus = _int(env, "SLURM_CPUS_PER_TASK")
+    if cpus < 1:
+        raise ClusterError(
+            f"SLURM_CPUS_PER_TASK={cpus} must be >= 1: ask for cores with --cpus-per-task=N"
+        )
+    return cpus
 
 
 def _local_indices(hosts: tuple[str, ...]) -> list[int]:
@@ -171,7 +206,7 @@ def _from_slurm(env: Mapping[str, str]) -> ClusterSpec:
         hosts=hosts,
         node=node,
         master_addr=env.get("MASTER_ADDR") or nodes[0],
-        master_port=_int(env, "MASTER_PORT") if env.get("MASTER_PORT") else base,
+        master_port=_port(env, "MASTER_PORT") if env.get("MASTER_PORT") else base,
         launch_id=f"job{job_id}",
         tf_ports=tuple(base + 1 + index for index in local_index),
         cpus_per_task=_cpus_per_task(env),
@@ -193,6 +228,7 @@ def _single(env: Mapping[str, str]) -> ClusterSpec:
         master_addr="127.0.0.1",
         master_port=master_port,
         tf_ports=(tf_port,),
+        cpus_per_task=_cpus_per_task(env),  # a batch script's own process in an allocation
     )
 
 

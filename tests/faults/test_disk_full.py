@@ -53,3 +53,37 @@ def test_a_full_disk_leaves_whole_lines_and_says_why_first(module, tmp_path):
     assert "No space left on device" in cause[:200], end["error"]
     assert len(end["error"]) <= 1000
     assert not list(Path(kept).glob(".metrics.jsonl.reserve"))  # freed for run_end
+
+
+@pytest.mark.parametrize("module", ["torch_impl.train", "tf_impl.train"])
+def test_a_disk_that_fills_during_an_epoch_record_counts_only_written_epochs(module, tmp_path):
+    """Epoch records only (1.4 kB each), many tiny epochs, on a 96 kB tmpfs: the disk fills in
+    the middle of an epoch record, and run_end says ENOSPC in words and counts the records the
+    file holds (not the one that did not fit)."""
+    small = tmp_path / "small"
+    small.mkdir()
+    train = [sys.executable, "-m", module, "--config", "configs/mlp_adam.yaml", "--quiet"]
+    settings = ["data.train_limit=128", "data.test_limit=100", "train.epochs=400"]
+    for setting in [*settings, "output.run_name=t", f"output.dir={small}"]:
+        train += ["--set", setting]
+    kept = tmp_path / "kept"
+    script = (
+        f"mount -t tmpfs -o size=96k tmpfs {small} && {subprocess.list2cmdline(train)}; "
+        f"status=$?; cp -r {small}/t {kept}; exit $status"
+    )
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    text = (kept / "metrics.jsonl").read_text()
+    assert text.endswith("\n")
+    records = [json.loads(line) for line in text.splitlines()]
+    end = records[-1]
+    assert end["record"] == "run_end" and end["status"] == "failed", end
+    assert "No space left on device" in end["error"], end["error"]
+    written = sum(record["record"] == "epoch" for record in records)
+    assert 5 < written < 400
+    assert end["epochs_completed"] == written, (end["epochs_completed"], written)
