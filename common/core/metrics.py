@@ -12,12 +12,16 @@ import dataclasses
 import errno
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from common.core.record_json import MetricsError, from_json, quote, to_json
 from common.core.records import METRICS_FILENAME, Record
+
+RECORD_START = b'{"record": '  # how every line that `to_json` made begins
+CUT_SEARCH_BYTES = 1 << 20  # a record is far shorter: the last newline is within this
 
 
 class MetricsWriter:
@@ -30,7 +34,8 @@ class MetricsWriter:
     def __init__(self, path: str | Path, reserve: int = 0):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        set_aside_cut_line(self._fd, self.path)
         self._size = os.fstat(self._fd).st_size  # the file as this writer left it
         self._reserve = self.path.with_name(f".{self.path.name}.reserve")
         if reserve:
@@ -78,12 +83,36 @@ class MetricsWriter:
         self.close()
 
 
+def set_aside_cut_line(fd: int, path: Path) -> Path | None:
+    """Before appending: a file whose last line has no newline (a writer killed mid-write) is
+    cut back to its last whole line, and the cut bytes go to a file beside it, so that the next
+    record starts a line of its own instead of being glued onto the fragment. Says so on
+    stderr; returns the side file, or None when the file ended whole."""
+    size = os.fstat(fd).st_size
+    if not size or os.pread(fd, 1, size - 1) == b"\n":
+        return None
+    start = max(0, size - CUT_SEARCH_BYTES)
+    tail = os.pread(fd, size - start, start)
+    whole = start + tail.rfind(b"\n") + 1 if b"\n" in tail else start
+    side = path.with_name(f"{path.name}.cut-at-{whole}")
+    side.write_bytes(os.pread(fd, size - whole, whole))
+    os.ftruncate(fd, whole)
+    print(
+        f"warning: {path} ended in a cut line ({size - whole} bytes: a writer was stopped "
+        f"mid-record); moved it to {side.name} and appending after the last whole line",
+        file=sys.stderr,
+        flush=True,
+    )
+    return side
+
+
 @dataclass
 class ScanResult:
     records: list[Record]
     problems: list[str]  # "file:line: what is wrong", in file order
     raw: list[dict[str, Any]]  # the valid records as the file holds them
     lines: list[int] = dataclasses.field(default_factory=list)  # each record's line number
+    cut: list[str] = dataclasses.field(default_factory=list)  # "file:line: ..." of cut lines
 
 
 def scan(path: str | Path) -> ScanResult:
@@ -111,9 +140,21 @@ def scan(path: str | Path) -> ScanResult:
             result.problems.append(f"{path}:{number}: JSON nested too deeply to be a record")
             continue
         except ValueError as error:
-            what = "truncated last line (no newline at its end)" if is_last else error
-            result.problems.append(f"{path}:{number}: {what}")
-            continue
+            if is_last:
+                result.cut.append(
+                    f"{path}:{number}: truncated last line (no newline at its end): a record "
+                    "cut mid-write, left out"
+                )
+                continue
+            glued = _after_cut(line)
+            if glued is None:
+                result.problems.append(f"{path}:{number}: {error}")
+                continue
+            raw, cut_bytes = glued
+            result.cut.append(
+                f"{path}:{number}: {cut_bytes} bytes of a record cut mid-write precede a whole "
+                "record on this line; the cut part is left out"
+            )
         try:
             record = from_json(raw, where=f"{path}:{number}")
         except MetricsError as error:
@@ -129,11 +170,23 @@ def scan(path: str | Path) -> ScanResult:
     return result
 
 
+def _after_cut(line: bytes) -> tuple[Any, int] | None:
+    """(the record, the bytes before it) when `line` is a cut fragment with a whole record
+    appended to it (an earlier writer that did not set the fragment aside); else None."""
+    start = line.rfind(RECORD_START, 1)
+    if start < 0:
+        return None
+    try:
+        return json.loads(line[start:].decode("utf-8")), start
+    except ValueError:
+        return None
+
+
 def read_records(path: str | Path) -> list[Record]:
     """All records of a metrics file, typed; MetricsError at the first problem."""
     result = scan(path)
-    if result.problems:
-        raise MetricsError(result.problems[0])
+    if result.problems or result.cut:
+        raise MetricsError((result.problems or result.cut)[0])
     return result.records
 
 
@@ -141,8 +194,8 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """All records of a metrics file as the JSON objects it holds (what another tool reading
     the file sees), each checked; MetricsError at the first problem."""
     result = scan(path)
-    if result.problems:
-        raise MetricsError(result.problems[0])
+    if result.problems or result.cut:
+        raise MetricsError((result.problems or result.cut)[0])
     return result.raw
 
 

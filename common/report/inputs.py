@@ -86,6 +86,7 @@ def load_runs(
     for path in dict.fromkeys(path.resolve() for path in files) if once else files:
         result = scan(path)
         problems.extend(result.problems)
+        warnings.extend(result.cut)  # a problem of that line only: the rest is read
         if not result.records or not isinstance(result.records[0], RunStart):
             continue
         mixed = mixed_runs(result.records, result.lines)

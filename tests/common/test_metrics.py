@@ -5,7 +5,7 @@ import pytest
 from common.core import console, metrics, record_json, recorder
 from common.core.clocks import percentiles
 from common.core.records import SCHEMA_VERSION
-from tests.records import CFG, epoch, epoch_record, start_record, write_run
+from tests.records import CFG, epoch, epoch_record, start, start_record, write_run
 
 
 def test_round_trip_and_time_to_target(tmp_path):
@@ -36,10 +36,49 @@ def test_half_written_last_line_is_reported_and_the_rest_kept(tmp_path):
     text = path.read_text()
     path.write_text(text[: len(text) - 40])  # the process died while writing run_end
     result = metrics.scan(path)
-    assert len(result.records) == 5
-    assert result.problems == [f"{path}:6: truncated last line (no newline at its end)"]
+    assert len(result.records) == 5 and result.problems == []
+    assert result.cut == [
+        f"{path}:6: truncated last line (no newline at its end): a record cut mid-write, left out"
+    ]
     with pytest.raises(metrics.MetricsError, match=r"metrics.jsonl:6: truncated last line"):
         metrics.read_metrics(path)
+
+
+def test_a_writer_sets_a_cut_last_line_aside_before_it_appends(tmp_path, capsys):
+    """A launch killed mid-record left a fragment; the next launch's first record must start a
+    line of its own (it was glued onto the fragment, and the whole line was lost)."""
+    path = tmp_path / "metrics.jsonl"
+    write_run(path)
+    whole = path.read_bytes()
+    cut_at = whole.rindex(b"\n", 0, len(whole) - 1) + 1  # the start of the last line
+    path.write_bytes(whole[:-40])
+    with metrics.MetricsWriter(path) as writer:
+        writer.write(start(path.parent.name, CFG))
+    assert (tmp_path / f"metrics.jsonl.cut-at-{cut_at}").read_bytes() == whole[cut_at:-40]
+    assert path.read_bytes().startswith(whole[:cut_at]) and path.read_bytes().endswith(b"\n")
+    result = metrics.scan(path)
+    assert (result.problems, result.cut, len(result.records)) == ([], [], 6)
+    assert "ended in a cut line" in capsys.readouterr().err
+    with metrics.MetricsWriter(path) as writer:  # a whole file is left as it is
+        writer.write(start(path.parent.name, CFG))
+    assert len(list(tmp_path.glob("*.cut-at-*"))) == 1
+
+
+def test_a_record_glued_onto_a_cut_line_is_read_and_the_cut_part_named(tmp_path):
+    """Files that an earlier writer damaged so: the glued record is kept, the fragment named."""
+    path = tmp_path / "metrics.jsonl"
+    write_run(path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    glued = lines[2][:-30] + lines[3]  # epoch 2 cut, epoch 3 written right after it
+    path.write_bytes(b"".join([*lines[:2], glued, *lines[4:]]))
+    result = metrics.scan(path)
+    assert result.problems == []
+    assert [r.KIND for r in result.records] == ["run_start", "epoch", "epoch", "step", "run_end"]
+    cut_bytes = len(lines[2]) - 30
+    assert result.cut == [
+        f"{path}:3: {cut_bytes} bytes of a record cut mid-write precede a whole record on this "
+        "line; the cut part is left out"
+    ]
 
 
 @pytest.mark.parametrize(
