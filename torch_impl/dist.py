@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,7 +20,7 @@ import torch.distributed as torch_dist
 
 from common.core import devices, strategies
 from common.core.config import Config
-from common.launch import cluster
+from common.launch import cluster, rendezvous
 from torch_impl import nccl
 from torch_impl.precision import apply_determinism
 
@@ -61,6 +63,59 @@ def set_threads(spec: cluster.ClusterSpec) -> dict[str, int]:
     return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}
 
 
+# How long past dist.startup_timeout_s a rank waits for the store's own error before it gives up
+# on it: TCPStore raises on time when nobody listens or a peer is missing, but a client whose
+# server accepts and never answers (a stopped chief, a stale process on the port) waits forever.
+STORE_GRACE_S = 2.0
+
+
+def meet(spec: cluster.ClusterSpec, timeout_s: float) -> torch_dist.TCPStore:
+    """The rendezvous store: the chief serves it and waits for every rank; the others connect.
+    RuntimeError within timeout_s (and STORE_GRACE_S) naming the address, the port and what was
+    found there. The store is built in a thread of its own, since a client of a silent server
+    never returns; that thread is left behind when it does not (the rank then exits)."""
+    built: dict[str, Any] = {}
+
+    def build() -> None:
+        try:
+            built["store"] = torch_dist.TCPStore(
+                spec.master_addr,
+                spec.master_port,
+                world_size=spec.world_size,
+                is_master=spec.is_chief,
+                timeout=dt.timedelta(seconds=timeout_s),
+                wait_for_workers=True,
+            )
+        except (RuntimeError, OSError) as error:  # DistStoreError and timeouts derive from these
+            built["error"] = error
+
+    thread = threading.Thread(target=build, name="rendezvous", daemon=True)
+    thread.start()
+    thread.join(timeout_s + STORE_GRACE_S)
+    if "store" in built:
+        return built["store"]
+    where = f"{spec.master_addr}:{spec.master_port}"
+    if spec.is_chief:
+        error = built.get("error", "no answer")
+        if "address already in use" in str(error).lower():
+            raise RuntimeError(
+                f"rank 0: cannot serve the rendezvous on {where}: another process holds the "
+                "port (a stale run?); end it, or set MASTER_PORT to a free port"
+            )
+        raise RuntimeError(
+            f"rank 0: not all {spec.world_size} ranks reached the rendezvous at {where} within "
+            f"dist.startup_timeout_s={timeout_s:g} s: {_first_line(error)}"
+        )
+    raise RuntimeError(
+        f"rank {spec.rank}: no rendezvous at {where} within dist.startup_timeout_s="
+        f"{timeout_s:g} s: {rendezvous.what_is_at(spec.master_addr, spec.master_port)}"
+    )
+
+
+def _first_line(error: object) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+
+
 def setup_distributed(cfg: Config, spec: cluster.ClusterSpec) -> DistInfo:
     """Take this rank's device and its share of the cores, join the process group."""
     apply_determinism(cfg.dist.deterministic)  # before CUDA starts
@@ -76,23 +131,7 @@ def setup_distributed(cfg: Config, spec: cluster.ClusterSpec) -> DistInfo:
     backend = torch_dist.get_default_backend_for_device(device)
     if backend == "nccl":  # read by ProcessGroupNCCL when init_process_group creates it
         os.environ.update(nccl.error_settings(os.environ))
-    # The rendezvous waits dist.startup_timeout_s for every rank to join; collectives after it
-    # wait dist.timeout_s.
-    try:
-        store = torch_dist.TCPStore(
-            spec.master_addr,
-            spec.master_port,
-            world_size=spec.world_size,
-            is_master=spec.is_chief,
-            timeout=dt.timedelta(seconds=cfg.dist.startup_timeout_s),
-            wait_for_workers=True,
-        )
-    except (RuntimeError, OSError) as error:  # DistStoreError and timeouts derive from these
-        raise RuntimeError(
-            f"rank {spec.rank}: not all {spec.world_size} ranks reached the rendezvous at "
-            f"{spec.master_addr}:{spec.master_port} within dist.startup_timeout_s="
-            f"{cfg.dist.startup_timeout_s:g} s: {error}"
-        ) from None
+    store = meet(spec, cfg.dist.startup_timeout_s)
     torch_dist.init_process_group(
         backend=backend,
         store=store,

@@ -4,17 +4,22 @@ TensorFlow's MultiWorkerMirroredStrategy waits forever for a worker that never s
 >400 s, whatever the collective timeout says). So before TF starts, the ranks meet over plain TCP
 on the chief's rendezvous port (`ClusterSpec.master_port`, which TF itself does not use):
 
-  chief    listens, collects one hello per rank; when all are in, answers every rank "go".
+  chief    listens, acknowledges each hello at once ("arrived"), and when all are in, answers
+           every rank "go".
            It tries `attempts` times, `timeout_s` each, printing the missing ranks after each
            attempt; after the last one it answers "abort" with their names and raises.
-  others   connect (retrying while the chief is not up yet), say their rank, wait for the answer.
+  others   connect (retrying while the chief is not up yet), say their rank, wait for the
+           acknowledgement (timeout_s), then for the answer.
 
-So a missing worker is named in a clear error after at most attempts x timeout_s, on every rank.
+So a missing worker is named in a clear error after at most attempts x timeout_s, on every rank,
+and a rank that reached something that accepts connections but never answers (a stopped chief,
+a stale process holding the port) says so after timeout_s (`what_is_at` tells which it was).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import time
@@ -23,6 +28,8 @@ from typing import Any
 from common.launch.cluster import ClusterSpec
 
 RETRY_S = 0.2
+PROBE_S = 2.0  # how long `what_is_at` waits for a TCP connection
+SILENT = "a process there accepts connections but never answers"
 
 
 class RendezvousError(RuntimeError):
@@ -38,6 +45,37 @@ def _describe(spec: ClusterSpec, ranks: list[int]) -> str:
     return ", ".join(where(rank) for rank in ranks)
 
 
+def what_is_at(host: str, port: int) -> str:
+    """What a rank finds at host:port when its rendezvous did not complete, for the error: a
+    listener that accepts and stays silent (a stopped chief; a stale process that still holds
+    the job's port), nothing at all (connection refused), or no answer to a TCP connect."""
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_S):
+            return (
+                f"{SILENT} (a stopped chief, or a stale process that still holds the port: "
+                "end it, or give this launch another port)"
+            )
+    except ConnectionRefusedError:
+        return "nothing listens there (connection refused: the chief did not start, or died)"
+    except TimeoutError:
+        return f"no answer to a TCP connect in {PROBE_S:g} s (the host is down or filters the port)"
+    except OSError as error:
+        return f"cannot connect ({error.strerror or error})"
+
+
+def listen(spec: ClusterSpec) -> socket.socket:
+    """The chief's listening socket on the rendezvous port; RendezvousError naming the port
+    when another process holds it."""
+    try:
+        return socket.create_server(("", spec.master_port), reuse_port=False)
+    except OSError as error:
+        raise RendezvousError(
+            f"rank {spec.rank}: cannot listen for the rendezvous on port {spec.master_port} "
+            f"({os.strerror(error.errno) if error.errno else error}): another process holds it "
+            "(a stale run?); end it, or set MASTER_PORT to a free port"
+        ) from None
+
+
 def _send(connection: socket.socket, message: dict[str, Any]) -> None:
     try:
         connection.sendall(json.dumps(message).encode() + b"\n")
@@ -46,7 +84,7 @@ def _send(connection: socket.socket, message: dict[str, Any]) -> None:
 
 
 def _serve(spec: ClusterSpec, timeout_s: float, attempts: int) -> None:
-    server = socket.create_server(("", spec.master_port), reuse_port=False)
+    server = listen(spec)
     server.settimeout(RETRY_S)
     arrived: dict[int, socket.socket] = {}
     try:
@@ -61,6 +99,7 @@ def _serve(spec: ClusterSpec, timeout_s: float, attempts: int) -> None:
                 try:
                     hello = json.loads(connection.makefile().readline())
                     arrived[int(hello["rank"])] = connection
+                    _send(connection, {"arrived": True})
                 except (OSError, ValueError, KeyError, TypeError):
                     connection.close()
             missing = [rank for rank in range(1, spec.world_size) if rank not in arrived]
@@ -104,10 +143,24 @@ def _join(spec: ClusterSpec, timeout_s: float, attempts: int) -> None:
                 ) from None
             time.sleep(RETRY_S)
     with connection:
-        connection.settimeout(max(1.0, deadline - time.monotonic()))
+        connection.settimeout(timeout_s)  # a live chief acknowledges at once
+        answers = connection.makefile()
         try:
             _send(connection, {"rank": spec.rank})
-            answer = json.loads(connection.makefile().readline() or "{}")
+            answer = json.loads(answers.readline() or "{}")
+        except TimeoutError:
+            raise RendezvousError(
+                f"rank {spec.rank}: no rendezvous at {address[0]}:{address[1]} within "
+                f"dist.startup_timeout_s={timeout_s:g} s: {SILENT} (a stopped chief, or a "
+                "stale process that still holds the port: end it, or give this launch "
+                "another port)"
+            ) from None
+        except (OSError, ValueError) as error:
+            raise RendezvousError(f"rank {spec.rank}: no answer from the chief ({error})") from None
+        connection.settimeout(max(1.0, deadline - time.monotonic()))
+        try:
+            if answer.get("arrived"):  # then the go, once every rank is in
+                answer = json.loads(answers.readline() or "{}")
         except (OSError, ValueError) as error:
             raise RendezvousError(f"rank {spec.rank}: no answer from the chief ({error})") from None
     if not answer.get("go"):
