@@ -10,6 +10,10 @@ import signal
 from pathlib import Path
 from types import FrameType
 
+from common.launch.cluster import PREEMPTED_EXIT
+
+__all__ = ["PREEMPTED_EXIT", "Aborted", "Diverged", "PeerFailed", "Preempted", "Stops"]
+
 
 class Aborted(Exception):
     """SIGTERM or SIGINT arrived (a launcher stopping its ranks, SLURM preemption), or
@@ -28,13 +32,17 @@ class Diverged(Exception):
 # How long a rank whose collective failed waits for a stop signal that may be on its way.
 STOP_WAIT_S = 1.0
 
-# The exit status of a preempted run: "try again later" (EX_TEMPFAIL). slurm/run_slurm.sh
-# requeues the job when its step ends with it.
-PREEMPTED_EXIT = 75
-
 
 class PeerFailed(Aborted):
     """The launcher stopped this rank because another rank had failed; its message says which."""
+
+
+def defer_preemption() -> None:
+    """Hold SIGUSR1 pending until `Stops.install` has a handler for it: its default action
+    kills the process, so one that came during start-up (imports, the rendezvous) killed the
+    rank with exit 138. The launcher blocks it from a rank's first instruction (the mask goes
+    through exec); the training programs call this first thing too, for srun and torchrun."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
 
 
 class Stops:
@@ -53,6 +61,9 @@ class Stops:
         signal.signal(signal.SIGUSR1, self._request)
         signal.signal(signal.SIGTERM, self._abort)
         signal.signal(signal.SIGINT, self._abort)
+        # Held pending since the program's first instruction (`defer_preemption`): one that
+        # came early is handled now.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
 
     def _request(self, signum: int, frame: FrameType | None) -> None:
         self.requested = True

@@ -26,6 +26,9 @@ STOP_REASON_VARIABLE = "SUITE_STOP_REASON"
 # writes its run folder into it, so that the launcher can end a run whose chief died
 # (`python -m common.core.ends --note FILE`).
 RUN_DIR_VARIABLE = "SUITE_RUN_DIR_NOTE"
+# The exit status of a preempted rank: "try again later" (EX_TEMPFAIL). It checkpointed at the
+# end of the epoch on SIGUSR1; slurm/run_slurm.sh requeues the job, common.launch says so.
+PREEMPTED_EXIT = 75
 
 
 class ClusterError(ValueError):

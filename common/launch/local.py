@@ -7,6 +7,11 @@ MASTER_ADDR, MASTER_PORT) and a TF_CONFIG naming one free localhost port per ran
 launcher starts either framework. Output lines are prefixed with the rank. When a rank fails,
 the others are stopped (SIGTERM, then SIGKILL after --grace seconds) and the launcher exits
 with the failing rank's exit code (128 + signal number for a rank killed by a signal).
+
+Signals to the launcher: SIGINT, SIGTERM and SIGHUP (a closed terminal) stop every rank, which
+write run_end (aborted) naming the signal; SIGUSR1 (a scheduler's warning before the time
+limit) is passed on to the ranks, which checkpoint at the end of the epoch and leave with exit
+75, and so does the launcher, saying at which epoch and how to resume.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import functools
+import json
 import os
 import signal
 import subprocess
@@ -27,6 +33,7 @@ from typing import IO
 
 from common.launch.cluster import (
     LAUNCHER_MARK,
+    PREEMPTED_EXIT,
     RUN_DIR_VARIABLE,
     STOP_REASON_VARIABLE,
     free_ports,
@@ -37,14 +44,20 @@ from common.launch.cluster import (
 from common.launch.watch import Watch
 
 POLL_S = 0.05
+# Signals that stop a launch: each rank gets SIGTERM and writes run_end (aborted) naming it.
+# SIGHUP is what closing the terminal of a foreground launch sends.
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def _dies_with(launcher: int) -> None:
     """In a rank between fork and exec: the kernel kills it with SIGKILL when the launcher dies,
-    whatever kills the launcher (a timeout's SIGKILL cannot be handled to stop the ranks)."""
+    whatever kills the launcher (a timeout's SIGKILL cannot be handled to stop the ranks).
+    SIGUSR1 is held pending from the rank's first instruction until its run installs a
+    handler (`common.core.stops`); the mask goes through exec."""
     _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
     if os.getppid() != launcher:  # the launcher died before prctl: nobody would kill this rank
         os._exit(1)
 
@@ -75,10 +88,18 @@ def rank_environments(nproc: int, base_env: dict[str, str]) -> list[dict[str, st
 
 
 def _relay(rank: int, stream: IO[bytes], lock: threading.Lock) -> None:
+    """A rank's output, prefixed, onto the launcher's; drained to the end even when the
+    launcher's own output is gone (a closed terminal), so that no rank blocks writing."""
+    shown = True
     for line in iter(stream.readline, b""):
+        if not shown:
+            continue
         with lock:
-            sys.stdout.buffer.write(f"[rank {rank}] ".encode() + line)
-            sys.stdout.flush()
+            try:
+                sys.stdout.buffer.write(f"[rank {rank}] ".encode() + line)
+                sys.stdout.flush()
+            except OSError:  # EIO after a hang-up, EPIPE: keep draining, show nothing
+                shown = False
     stream.close()
 
 
@@ -87,6 +108,31 @@ def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
         os.killpg(process.pid, signum)
     except ProcessLookupError:
         pass
+
+
+def _pass_on_preemption(processes: list[subprocess.Popen[bytes]]) -> None:
+    """SIGUSR1 to the launcher (a scheduler's warning before the time limit) goes to every
+    rank's main process, as slurm/run_slurm.sh passes it on: they checkpoint at the end of the
+    epoch and leave with PREEMPTED_EXIT."""
+    print("[launch] SIGUSR1: asking the ranks to checkpoint at the end of the epoch", flush=True)
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGUSR1)
+
+
+def _preempted(note: Path) -> str:
+    """The launcher's last line for a preempted run: where it checkpointed, from its run_end."""
+    epoch = None
+    try:
+        run_dir = Path(note.read_text(encoding="utf-8").strip())
+        last = (run_dir / "metrics.jsonl").read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+        end = json.loads(last)
+        if end.get("record") == "run_end":
+            epoch = end.get("epochs_completed")
+    except (OSError, ValueError, AttributeError):
+        pass
+    where = f"checkpointed at epoch {epoch}" if isinstance(epoch, int) else "checkpointed"
+    return f"preempted: {where}, resume with --resume (exit {PREEMPTED_EXIT})"
 
 
 def end_missing_run_end(note: Path, error: str) -> None:
@@ -133,15 +179,22 @@ def run(command: list[str], nproc: int, grace_s: float = 5.0) -> int:
 
     watch = Watch(processes, reason_file)
     interrupted: list[int] = []
+    preempt: list[int] = []  # SIGUSR1s not yet passed on
     previous = {
         signum: signal.signal(signum, lambda signum, frame: interrupted.append(signum))
-        for signum in (signal.SIGINT, signal.SIGTERM)
+        for signum in STOPS
     }
+    previous[signal.SIGUSR1] = signal.signal(
+        signal.SIGUSR1, lambda signum, frame: preempt.append(signum)
+    )
     term_at = kill_at = None
     try:
         # poll every process on every pass (any() would stop at the first one still running)
         while [process.poll() for process in processes].count(None):
             now = time.monotonic()
+            if preempt:
+                preempt.clear()
+                _pass_on_preemption(processes)
             if not interrupted:
                 watch.check(now)
             if interrupted and term_at is None:
@@ -173,6 +226,9 @@ def run(command: list[str], nproc: int, grace_s: float = 5.0) -> int:
             print(f"[launch] interrupted; stopped all {nproc} ranks", file=sys.stderr)
             return 128 + interrupted[0]
         watch.check(time.monotonic())
+        if watch.culprit is None and any(p.returncode == PREEMPTED_EXIT for p in processes):
+            print(f"[launch] {_preempted(note)}", file=sys.stderr)
+            return PREEMPTED_EXIT
         if watch.culprit is None or not any(process.returncode for process in processes):
             return 0
         end_missing_run_end(note, f"{watch.describe()} (seen by the launcher)")

@@ -9,6 +9,8 @@ import socket
 import subprocess
 from pathlib import Path
 
+from common.launch.cluster import PREEMPTED_EXIT
+
 STOPPED_S = 1.0  # a rank stopped this long is taken to have stopped answering
 
 
@@ -38,7 +40,11 @@ def what_happened(rank: int, process: subprocess.Popen[bytes], stopped: bool = F
 def _first_failure(processes: list[subprocess.Popen[bytes]]) -> tuple[int, int] | None:
     """(rank, returncode) of the rank that failed, among those found dead in one pass. A rank
     killed by a signal is the cause rather than a peer that then failed in a collective."""
-    failed = [(rank, p.returncode) for rank, p in enumerate(processes) if p.returncode]
+    failed = [
+        (rank, p.returncode)
+        for rank, p in enumerate(processes)
+        if p.returncode and p.returncode != PREEMPTED_EXIT  # checkpointed on request: no fault
+    ]
     return min(failed, key=lambda found: (found[1] >= 0, found[0]), default=None)
 
 

@@ -48,8 +48,9 @@ def rank_pid(launcher: subprocess.Popen, rank: int) -> int:
     raise AssertionError(f"rank {rank} is not a child of the launcher")
 
 
-def launched_mid_training(module: str, root: Path) -> tuple[subprocess.Popen, Path]:
-    """2 ranks under common.launch on a whole MNIST epoch, once 20 step records are written."""
+def launched_mid_training(module: str, root: Path, *extra: str) -> tuple[subprocess.Popen, Path]:
+    """2 ranks under common.launch on a whole MNIST epoch (`extra` settings after it), once 20
+    step records are written."""
     settings = [
         *SMALL,
         "data.train_limit=60000",
@@ -58,6 +59,7 @@ def launched_mid_training(module: str, root: Path) -> tuple[subprocess.Popen, Pa
         f"dist.timeout_s={TIMEOUT_S}",
         f"output.dir={root}",
         "output.run_name=hit",
+        *extra,
     ]
     command = train_command(module, 2, settings, [])
     launcher = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
