@@ -115,7 +115,7 @@ def blame(run_dir: Path, pids: list[int], me: int, launcher_says: str) -> str | 
     gone, or silent); None when nothing shows it."""
     if launcher_says.startswith("rank "):
         return launcher_says
-    lost = [peer for peer in liveness.survey(run_dir, pids) if peer.rank != me]
+    lost = [peer for peer in liveness.survey(run_dir, pids, settle=True) if peer.rank != me]
     return "; ".join(peer.describe() for peer in lost) or None
 
 

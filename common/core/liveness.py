@@ -173,7 +173,15 @@ def peer(run_dir: Path, rank: int, pid: int | None = None) -> Peer | None:
         os.close(handle)
 
 
-def survey(run_dir: Path, pids: list[int]) -> list[Peer]:
-    """Every rank of this launch (`pids`, in rank order) whose beacon shows it gone or silent."""
-    found = (peer(run_dir, rank, pid) for rank, pid in enumerate(pids))
-    return [p for p in found if p is not None and p.state != "alive"]
+def survey(run_dir: Path, pids: list[int], settle: bool = False) -> list[Peer]:
+    """Every rank of this launch (`pids`, in rank order) whose beacon shows it gone or silent.
+    With `settle`, a beacon already missing beats but not yet SILENT_AFTER_S quiet is waited
+    for until it is (a collective can fail sooner than that: TensorFlow's heartbeats)."""
+    deadline = time.monotonic() + SILENT_AFTER_S
+    while True:
+        found = [p for p in (peer(run_dir, r, pid) for r, pid in enumerate(pids)) if p]
+        lost = [p for p in found if p.state != "alive"]
+        missing_beats = [p for p in found if p.state == "alive" and p.quiet_s > 3 * HEARTBEAT_S]
+        if lost or not missing_beats or not settle or time.monotonic() > deadline:
+            return lost
+        time.sleep(HEARTBEAT_S / 5)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import functools
-import json
 import os
 import signal
 import subprocess
@@ -41,9 +40,10 @@ from common.launch.cluster import (
     unique_stamp,
     write_tf_config,
 )
-from common.launch.watch import Watch
+from common.launch.watch import Watch, last_run_end
 
 POLL_S = 0.05
+KILL_WAIT_S = 5.0  # after SIGKILL and the grace period, for a rank the kernel holds
 # Signals that stop a launch: each rank gets SIGTERM and writes run_end (aborted) naming it.
 # SIGHUP is what closing the terminal of a foreground launch sends.
 STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -110,6 +110,21 @@ def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
         pass
 
 
+def _leave_unkillable(processes: list[subprocess.Popen[bytes]]) -> None:
+    """Ranks that SIGKILL has not ended: stuck in the kernel (state D: a hung file system, a
+    frozen cgroup), where the signal waits until they wake. Say so and stop waiting; they die
+    when they wake, since SIGKILL is pending."""
+    for rank, process in enumerate(processes):
+        if process.poll() is None:
+            print(
+                f"[launch] rank {rank} (pid {process.pid}) did not exit after SIGKILL: it is "
+                "stuck in the kernel (a hung file system, a frozen cgroup); not waiting for it, "
+                "it dies when it wakes",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
 def _pass_on_preemption(processes: list[subprocess.Popen[bytes]]) -> None:
     """SIGUSR1 to the launcher (a scheduler's warning before the time limit) goes to every
     rank's main process, as slurm/run_slurm.sh passes it on: they checkpoint at the end of the
@@ -122,15 +137,7 @@ def _pass_on_preemption(processes: list[subprocess.Popen[bytes]]) -> None:
 
 def _preempted(note: Path) -> str:
     """The launcher's last line for a preempted run: where it checkpointed, from its run_end."""
-    epoch = None
-    try:
-        run_dir = Path(note.read_text(encoding="utf-8").strip())
-        last = (run_dir / "metrics.jsonl").read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1]
-        end = json.loads(last)
-        if end.get("record") == "run_end":
-            epoch = end.get("epochs_completed")
-    except (OSError, ValueError, AttributeError):
-        pass
+    epoch = (last_run_end(note) or {}).get("epochs_completed")
     where = f"checkpointed at epoch {epoch}" if isinstance(epoch, int) else "checkpointed"
     return f"preempted: {where}, resume with --resume (exit {PREEMPTED_EXIT})"
 
@@ -177,7 +184,7 @@ def run(command: list[str], nproc: int, grace_s: float = 5.0) -> int:
         processes.append(process)
         relays.append(relay)
 
-    watch = Watch(processes, reason_file)
+    watch = Watch(processes, reason_file, note)
     interrupted: list[int] = []
     preempt: list[int] = []  # SIGUSR1s not yet passed on
     previous = {
@@ -216,9 +223,12 @@ def run(command: list[str], nproc: int, grace_s: float = 5.0) -> int:
             if kill_at is not None and now > kill_at:
                 for process in processes:
                     _signal_group(process, signal.SIGKILL)
+                if now > kill_at + grace_s + KILL_WAIT_S:
+                    _leave_unkillable(processes)
+                    break
             time.sleep(POLL_S)
-        for relay in relays:
-            relay.join(timeout=5)
+        for relay, process in zip(relays, processes, strict=True):
+            relay.join(timeout=5 if process.returncode is not None else 0)
         if interrupted:
             end_missing_run_end(
                 note, f"the launcher was stopped by {signal.Signals(interrupted[0]).name}"

@@ -4,10 +4,13 @@ passes on (`common.launch.local`)."""
 
 from __future__ import annotations
 
+import json
+import re
 import signal
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from common.launch.cluster import PREEMPTED_EXIT
 
@@ -48,16 +51,44 @@ def _first_failure(processes: list[subprocess.Popen[bytes]]) -> tuple[int, int] 
     return min(failed, key=lambda found: (found[1] >= 0, found[0]), default=None)
 
 
+def last_run_end(note: Path) -> dict[str, Any] | None:
+    """The run_end that ends the run's metrics file, if it does: the run folder is read from
+    `note`, where the chief wrote it (`common.launch.cluster.RUN_DIR_VARIABLE`)."""
+    try:
+        run_dir = Path(note.read_text(encoding="utf-8").strip())
+        last = (run_dir / "metrics.jsonl").read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+        record = json.loads(last)
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and record.get("record") == "run_end" else None
+
+
+def named_by_run_end(record: dict[str, Any] | None, world_size: int) -> tuple[int, str] | None:
+    """(rank, what happened to it) when the ranks' run_end names a rank at fault first: the
+    ranks tell from their beacons a rank that stopped answering, which the launcher cannot see
+    when the rank is stuck in the kernel (state D: a hung file system, a frozen cgroup)."""
+    error = record.get("error") if record else None
+    match = re.match(r"rank (\d+) (\(host [^)]*\) (?:stopped answering|is gone)[^;]*)", error or "")
+    if match is None or not 0 <= int(match.group(1)) < world_size:
+        return None
+    return int(
+        match.group(1)
+    ), f"rank {match.group(1)} {match.group(2)}, as the ranks' run_end says"
+
+
 class Watch:
     """Which rank is at fault, as the launcher sees its children: the first found killed by a
     signal or failed, or, before either, one found stopped for STOPPED_S (its peers will fail
     in a collective later, and only have noticed it). Its description goes into the reason
     file at once, so that the ranks that notice can name it in their run_end."""
 
-    def __init__(self, processes: list[subprocess.Popen[bytes]], reason_file: Path) -> None:
-        self.processes, self.reason_file = processes, reason_file
+    def __init__(
+        self, processes: list[subprocess.Popen[bytes]], reason_file: Path, note: Path | None = None
+    ) -> None:
+        self.processes, self.reason_file, self.note = processes, reason_file, note
         self.culprit: int | None = None
         self.culprit_stopped = False
+        self.said: str | None = None  # the ranks' own word on the culprit (their run_end)
         self.failed_at: float | None = None
         self.stopped_since: dict[int, float] = {}
         self.noticed: dict[int, int] = {}  # ranks that failed on their own after it: exit code
@@ -80,11 +111,23 @@ class Watch:
             self.reason_file.write_text(self.describe(), encoding="utf-8")
         if found and self.failed_at is None:
             self.failed_at = now
+            self._hear_the_ranks(found)
         if self.culprit is None or self.terminating:
             return
         for rank, process in enumerate(self.processes):
             if rank != self.culprit and process.returncode and rank not in self.noticed:
                 self.noticed[rank] = process.returncode
+
+    def _hear_the_ranks(self, found: tuple[int, int]) -> None:
+        """A rank that failed with an exit code may only have noticed another: when the run_end
+        the ranks wrote names another rank at fault, that one is the culprit."""
+        if found[1] < 0 or self.culprit_stopped or self.note is None:
+            return  # killed by a signal, or seen stopped: the launcher's own eyes win
+        named = named_by_run_end(last_run_end(self.note), len(self.processes))
+        if named is not None and named[0] != found[0]:
+            self.culprit, self.said = named
+            self.noticed.pop(self.culprit, None)
+            self.reason_file.write_text(self.said, encoding="utf-8")
 
     def _at_fault(self) -> int:
         if self.culprit is None:
@@ -93,11 +136,11 @@ class Watch:
 
     def describe(self) -> str:
         rank = self._at_fault()
-        return what_happened(rank, self.processes[rank], self.culprit_stopped)
+        return self.said or what_happened(rank, self.processes[rank], self.culprit_stopped)
 
     def exit_code(self) -> int:
         code = self.processes[self._at_fault()].returncode
-        if self.culprit_stopped or code is None:
+        if self.culprit_stopped or self.said or code is None:
             code = next(iter(self.noticed.values()), 1)
         return _exit_code(code)
 
