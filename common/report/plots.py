@@ -87,10 +87,29 @@ def _worker_axis(axis: Any, rows: list[Row]) -> None:
     axis.grid(True, which="both", alpha=0.3)
 
 
+# Legend entries shown per axis: beyond it a legend covers the plot (100 runs in one group).
+LEGEND_MAX = 12
+
+
+def legend(axis: Any) -> None:
+    """The axis's legend, one entry per label (repeats of a run share its look), at most
+    LEGEND_MAX entries; a last one says how many were left out (the table lists every row)."""
+    found = dict(zip(*reversed(axis.get_legend_handles_labels()), strict=True))
+    labels, handles = list(found), list(found.values())
+    if not handles:
+        return
+    if len(handles) > LEGEND_MAX:
+        left_out = len(handles) - (LEGEND_MAX - 1)
+        handles, labels = handles[: LEGEND_MAX - 1], labels[: LEGEND_MAX - 1]
+        (blank,) = axis.plot([], [], linestyle="none")
+        handles.append(blank)
+        labels.append(f"+{left_out} more, not listed (see the table)")
+    axis.legend(handles, labels, fontsize=8)
+
+
 def save(figure: Any, path: Path, pen: Pen) -> None:
     for axis in figure.axes:
-        if axis.get_legend_handles_labels()[0]:
-            axis.legend(fontsize=8)
+        legend(axis)
     figure.text(0.005, 0.005, pen.caption, fontsize=6.5, color="#555555", va="bottom")
     figure.tight_layout(rect=(0, 0.03, 1, 1))
     figure.savefig(path, dpi=110)

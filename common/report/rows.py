@@ -101,16 +101,28 @@ def group_runs(runs: list[RecordedRun]) -> tuple[list[Group], list[str]]:
     notes = []
     first = ordered[0][0] if ordered else {}
     for comparable, members in ordered[1:]:
-        differs = ", ".join(
+        differs = [
             f"{name} {comparable.get(name)} vs {first.get(name)}"
             for name in differing
             if comparable.get(name) != first.get(name)
-        )
+        ]
+        labels = [run.label for run in members]
         notes.append(
-            f"{len(members)} run(s) ({', '.join(r.label for r in members)}) are not "
-            f"put beside the first group: {differs}"
+            f"{len(members)} run(s) ({listed(labels, NOTE_RUNS, 'runs')}) are not put beside "
+            f"the first group: {listed(differs, NOTE_KEYS, 'differences')}"
         )
     return keyed, notes
+
+
+# A "not side by side" note names at most this many runs and differences (one ran to 21,703
+# characters); the report's tables list every run.
+NOTE_RUNS, NOTE_KEYS = 5, 6
+
+
+def listed(items: list[str], most: int, what: str) -> str:
+    """`items` joined, at most `most` of them, then how many more were left out."""
+    shown = ", ".join(items[:most])
+    return shown + (f" and {len(items) - most} more {what}" if len(items) > most else "")
 
 
 def interval(values: list[float | None]) -> tuple[float | None, float | None, float | None, int]:

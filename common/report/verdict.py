@@ -204,7 +204,7 @@ def environment(runs: list[RecordedRun]) -> list[tuple[str, str]]:
                 for start in starts
             ),
         ),
-        ("devices", counted(device.split(":", 1)[1] for s in starts for device in s.devices)),
+        ("devices", counted(device.split(":", 1)[-1] for s in starts for device in s.devices)),
         ("launchers", counted(start.launcher for start in starts)),
         (
             "versions",
