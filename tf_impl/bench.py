@@ -1,8 +1,8 @@
 """The TensorFlow baseline for the benchmark (`python -m common.tools.bench`), in a process
 of its own.
 
-    python -m tf_impl.bench --model cnn [--train-limit 6400] [--repeats 3] [--batch 64]
-                            [--device auto|cpu|gpu]
+    python -m tf_impl.bench --model NAME [--train-limit 6400] [--repeats 3] [--batch 64]
+                            [--device auto|cpu|gpu]   (NAME: any of common.models.zoo.MODELS)
 
 `plain loop`: a compiled step (forward, loss, gradients, optimizer) over the same preloaded,
 normalized arrays as the launched runs, with no strategy and no metrics; the second pass over
@@ -25,6 +25,7 @@ import tensorflow as tf
 from common.core import config_io, devices
 from common.data import mnist
 from common.launch import environment
+from common.models import zoo
 from tf_impl.model import build_model
 from tf_impl.optim import build_optimizer
 
@@ -59,7 +60,7 @@ def plain_loop(model_name: str, images: tf.Tensor, labels: tf.Tensor, batch: int
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tf_impl.bench", description=__doc__)
-    parser.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
+    parser.add_argument("--model", default="mlp", choices=sorted(zoo.MODELS))
     parser.add_argument("--train-limit", type=int, default=6400)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch", type=int, default=64)

@@ -1,8 +1,8 @@
 """The PyTorch baselines for the benchmark (`python -m common.tools.bench`), in a process
 of their own.
 
-    python -m torch_impl.bench --model cnn [--train-limit 6400] [--repeats 3] [--batch 64]
-                               [--device auto|cpu|gpu]
+    python -m torch_impl.bench --model NAME [--train-limit 6400] [--repeats 3] [--batch 64]
+                               [--device auto|cpu|gpu]   (NAME: any of common.models.zoo.MODELS)
 
 `plain loop`: a hand-written loop over the same preloaded tensors as the launched runs (no
 wrapper, no metrics). `seed-style loop`: the tutorials' loop, a DataLoader with a per-sample
@@ -26,6 +26,7 @@ from torch.utils.data import DataLoader
 from common.core import config_io, devices
 from common.data import mnist
 from common.launch import environment
+from common.models import zoo
 from torch_impl.data import MnistImages
 from torch_impl.model import build_model
 from torch_impl.optim import build_optimizer
@@ -87,7 +88,7 @@ def seed_style_loop(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_impl.bench", description=__doc__)
-    parser.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
+    parser.add_argument("--model", default="mlp", choices=sorted(zoo.MODELS))
     parser.add_argument("--train-limit", type=int, default=6400)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch", type=int, default=64)

@@ -7,6 +7,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 
+from common.core import strategies
 from common.core.config_io import add_config_arguments
 
 
@@ -26,6 +27,16 @@ class RunOptions:
     """Seconds between progress lines (default: 0.5 on a terminal, 30 in a log file)."""
 
 
+def strategy_list() -> str:
+    """The strategies each framework offers (`torch.strategy=`, `tf.strategy=`), from the
+    registry, for --help."""
+    lines = ["strategies (from common.core.strategies):"]
+    for framework in ("torch", "tf"):
+        for name, entry in strategies.of(framework).items():
+            lines.append(f"  {framework}.strategy={name}: {entry.summary}")
+    return "\n".join(lines)
+
+
 def answer_help_early(prog: str, description: str | None) -> None:
     """`--help` of a training program without importing its framework first (seconds): call
     it before the framework imports. Prints the help and exits when asked for it."""
@@ -38,7 +49,12 @@ def parse_train_args(
 ) -> tuple[argparse.Namespace, RunOptions]:
     """The command line of `torch_impl.train` and `tf_impl.train` (the same on both sides):
     the config arguments for `config_io.config_from_args`, and the run options."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=description,
+        epilog=strategy_list(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_config_arguments(parser)
     parser.add_argument(
         "--resume",

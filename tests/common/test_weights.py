@@ -6,23 +6,23 @@ import pytest
 
 from common.core import peak
 from common.data import mnist
-from common.models import layouts, weights
+from common.models import layouts, weights, zoo
 from common.models.config import ModelConfig
 from tests import reference
 from tests.reference import net
 
 
-@pytest.mark.parametrize("model", ["mlp", "cnn", "resnet8"])
+@pytest.mark.parametrize("model", sorted(zoo.MODELS))
 def test_torch_and_keras_layouts_compute_the_same_logits(model, digits):
     described = net(model)
-    canonical = weights.initial_weights(described, seed=0)
+    canonical = reference.initial_weights(described, seed=0)
     if model == "resnet8":  # running statistics away from their start, so that they count
         rng = np.random.default_rng(0)
         for name in canonical:
             if name.endswith(("running_mean", "running_var", "bn1.weight")):
                 canonical[name] = rng.uniform(0.5, 1.5, canonical[name].shape).astype("f4")
     images = mnist.normalize(digits.test_images[:16])
-    torch_logits = reference.forward(described, weights.to_torch(canonical), images, "torch")
+    torch_logits = reference.forward(described, reference.to_torch(canonical), images, "torch")
     keras_weights = layouts.to_keras(described, canonical)
     keras_logits = reference.forward(described, keras_weights, images, "keras")
     assert torch_logits.shape == (16, 10)
@@ -32,11 +32,11 @@ def test_torch_and_keras_layouts_compute_the_same_logits(model, digits):
 def test_a_wrong_flatten_order_would_be_caught(digits):
     """Guard the guard: transposing fc1 naively (no CHW->HWC reorder) changes the logits."""
     cnn = net("cnn")
-    canonical = weights.initial_weights(cnn, seed=0)
+    canonical = reference.initial_weights(cnn, seed=0)
     keras = layouts.to_keras(cnn, canonical)
     keras["fc1.kernel"] = canonical["fc1.weight"].T
     images = mnist.normalize(digits.test_images[:4])
-    right = reference.forward(cnn, weights.to_torch(canonical), images, "torch")
+    right = reference.forward(cnn, reference.to_torch(canonical), images, "torch")
     wrong = reference.forward(cnn, keras, images, "keras")
     assert np.abs(right - wrong).max() > 1e-3
 
@@ -58,10 +58,10 @@ def test_reference_conv_matches_the_definition():
     assert strided[n, o, 1, 2] == pytest.approx((padded[n, :, 2:5, 4:7] * kernel[o]).sum())
 
 
-@pytest.mark.parametrize("model", ["mlp", "cnn", "resnet8"])
+@pytest.mark.parametrize("model", sorted(zoo.MODELS))
 def test_keras_conversion_round_trips(model):
     described = net(model)
-    canonical = weights.initial_weights(described, seed=5)
+    canonical = reference.initial_weights(described, seed=5)
     back = layouts.from_keras(described, layouts.to_keras(described, canonical))
     assert back.keys() == canonical.keys()
     assert all(np.array_equal(back[name], canonical[name]) for name in canonical)
@@ -69,8 +69,8 @@ def test_keras_conversion_round_trips(model):
 
 def test_initial_weights_follow_seed_and_torch_default_bounds():
     cnn = net("cnn")
-    first, again = weights.initial_weights(cnn, 1), weights.initial_weights(cnn, 1)
-    other = weights.initial_weights(cnn, 2)
+    first, again = reference.initial_weights(cnn, 1), reference.initial_weights(cnn, 1)
+    other = reference.initial_weights(cnn, 2)
     assert all(np.array_equal(first[name], again[name]) for name in first)
     assert not np.array_equal(first["fc1.weight"], other["fc1.weight"])
     shapes = {name: array.shape for name, array in first.items()}
@@ -82,7 +82,7 @@ def test_initial_weights_follow_seed_and_torch_default_bounds():
         if array.size >= 1000:  # uniform over the whole interval: std = bound / sqrt(3)
             assert abs(array.std() * np.sqrt(3) / bound - 1) < 0.05
             assert abs(array.mean()) < 0.05 * bound
-    mlp = weights.initial_weights(net("mlp"), 0)
+    mlp = reference.initial_weights(net("mlp"), 0)
     assert sum(array.size for array in mlp.values()) == 784 * 128 + 128 + 128 * 64 + 64 + 650
 
 
@@ -90,7 +90,7 @@ def test_the_resnet_s_layers_its_batch_norm_start_and_its_size():
     """ResNet-8: a stem and three basic blocks (the later two halve the image and widen it,
     with a 1x1 convolution on the shortcut), 28 -> 14 -> 7, 16/32/64 channels."""
     resnet = net("resnet8")
-    start = weights.initial_weights(resnet, 0)
+    start = reference.initial_weights(resnet, 0)
     convs = [name for name in start if name.endswith("weight") and start[name].ndim == 4]
     assert convs == [
         "conv1.weight",

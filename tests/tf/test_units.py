@@ -12,7 +12,7 @@ from common.core.config import OptimConfig
 from common.core.strategies import ParallelDims
 from common.data.mnist import normalize
 from common.launch.cluster import local_spec
-from common.models import weights
+from common.models import zoo
 from tests import reference
 from tf_impl.data import build_dataset
 from tf_impl.dist import DistInfo
@@ -20,13 +20,13 @@ from tf_impl.model import build_model, get_weights
 from tf_impl.optim import build_optimizer, set_learning_rate
 
 
-@pytest.mark.parametrize("name", ["mlp", "cnn", "resnet8"])
+@pytest.mark.parametrize("name", sorted(zoo.MODELS))
 def test_model_starts_from_the_shared_weights(name, digits):
     described = reference.net(name)
     model = build_model(described, seed=4)
     images = normalize(digits.test_images[:8])
     logits = model(images[..., np.newaxis], training=False).numpy()
-    start = weights.initial_weights(described, 4)
+    start = reference.initial_weights(described, 4)
     expected = reference.forward(described, start, images, "torch")
     np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-5)
     exported = get_weights(model)

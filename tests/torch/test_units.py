@@ -9,7 +9,7 @@ from common.core.optim import learning_rate
 from common.core.strategies import ParallelDims
 from common.data.mnist import normalize
 from common.launch.cluster import local_spec
-from common.models import weights
+from common.models import zoo
 from tests import reference
 from torch_impl.data import build_dataset
 from torch_impl.dist import DistInfo
@@ -18,15 +18,17 @@ from torch_impl.optim import build_optimizer, implementation
 from torch_impl.parallel import check_options
 
 
-@pytest.mark.parametrize("name", ["mlp", "cnn", "resnet8"])
+@pytest.mark.parametrize("name", sorted(zoo.MODELS))
 def test_model_starts_from_the_shared_weights(name, digits):
     described = reference.net(name)
     model = build_model(described, seed=4).eval()
     images = normalize(digits.test_images[:8])
     with torch.no_grad():
         logits = model(torch.from_numpy(images).unsqueeze(1)).numpy()
-    expected = reference.forward(described, weights.initial_weights(described, 4), images, "torch")
-    assert set(model.state_dict()) == set(weights.initial_weights(described, 4))
+    expected = reference.forward(
+        described, reference.initial_weights(described, 4), images, "torch"
+    )
+    assert set(model.state_dict()) == set(reference.initial_weights(described, 4))
     np.testing.assert_allclose(logits, expected, rtol=1e-4, atol=1e-5)
 
 
