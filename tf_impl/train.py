@@ -45,7 +45,6 @@ TRAIN_CLOCK = (
 # kept on the device until the end of the epoch, so that the host can queue the next step.
 HOST_LOSSES = "each step's loss fetched to the host"
 POLICY = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
-PRECISION = {"none": "fp32", "bf16": "bf16", "fp16": "fp16"}
 # What a lost peer looks like from a surviving worker's collective.
 PEER_ERRORS = (
     tf.errors.UnavailableError,
@@ -138,7 +137,7 @@ class TfTrainer(TrainerBase):
 
     def __init__(self, cfg: Config, info: dist.DistInfo):
         super().__init__(cfg, info)
-        self.precision = PRECISION[cfg.tf.mixed_precision]
+        self.precision = precision.LOW[cfg.tf.mixed_precision]
         self.on_gpu = info.device_type == "gpu"
         clock = EpochMeanStepClock if self.on_gpu else HostStepClock
         losses = "losses kept on the device" if self.on_gpu else HOST_LOSSES

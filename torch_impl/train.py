@@ -1,4 +1,5 @@
-"""Train an MNIST model with PyTorch: single, DDP, FSDP2 or FSDP1, on CPU (gloo) or GPU (NCCL).
+"""Train an MNIST model with PyTorch, by any strategy of its registry (listed below), on the CPU
+(gloo) or GPUs (NCCL).
 
     python -m torch_impl.train --config configs/mlp_adam.yaml [--set torch.strategy=fsdp2 ...]
 
@@ -65,7 +66,6 @@ class CudaEventStepClock:
         return [start.elapsed_time(end) / 1000 for start, end in self.events]
 
 
-PRECISION = {"none": "fp32", "bf16": "bf16", "fp16": "fp16"}
 # What casts the compute, by the strategy's registry entry (precision_by, parameters).
 HOW = {
     ("autocast", "plain"): "torch.autocast",
@@ -112,7 +112,7 @@ class TorchTrainer(TrainerBase):
 
     def __init__(self, cfg: Config, info: dist.DistInfo):
         super().__init__(cfg, info)
-        self.precision = PRECISION[cfg.torch.mixed_precision]
+        self.precision = precision.LOW[cfg.torch.mixed_precision]
         self.amp = Amp(cfg, self.parallel, info.device, info.rank)
         self.on_cuda = info.device.type == "cuda"
         clock = CudaEventStepClock if self.on_cuda else HostStepClock
