@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.records import read_metrics
 from tests.schema_check import check_file
 
 # Small and fast, real MNIST: 2,048 training and 1,000 test samples.
@@ -102,14 +103,12 @@ def kill_second_rank_mid_training(module: str, root: Path, *extra: str, timeout_
     import signal
     import time
 
-    from common.core import metrics
-
     ranks, metrics_file = two_ranks_mid_training(module, root, *extra, timeout_s=timeout_s)
     ranks[1].send_signal(signal.SIGKILL)
     killed_at = time.monotonic()
     output, _ = ranks[0].communicate(timeout=90)
     waited = time.monotonic() - killed_at
-    return output, ranks[0].returncode, waited, metrics.read_metrics(metrics_file)[-1]
+    return output, ranks[0].returncode, waited, read_metrics(metrics_file)[-1]
 
 
 def cancel_while_a_peer_hangs(module: str, root: Path):
@@ -118,8 +117,6 @@ def cancel_while_a_peer_hangs(module: str, root: Path):
     the last record of the metrics). The collective's own timeout is 120 s."""
     import signal
     import time
-
-    from common.core import metrics
 
     ranks, metrics_file = two_ranks_mid_training(module, root, timeout_s=120)
     ranks[1].send_signal(signal.SIGSTOP)
@@ -130,4 +127,4 @@ def cancel_while_a_peer_hangs(module: str, root: Path):
     waited = time.monotonic() - cancelled_at
     ranks[1].kill()
     ranks[1].communicate(timeout=30)
-    return ranks[0].returncode, waited, metrics.read_metrics(metrics_file)[-1]
+    return ranks[0].returncode, waited, read_metrics(metrics_file)[-1]

@@ -1,7 +1,7 @@
 """Valid metrics records for tests that need a run without training one: typed records
 (`common.core.records`) and the JSON objects a metrics file holds."""
 
-from common.core import precision, provenance, recorder
+from common.core import metrics, precision, provenance, recorder
 from common.core.config_io import load_config
 from common.core.metrics import MetricsWriter
 from common.core.record_json import to_json
@@ -90,3 +90,12 @@ def write_run(
         writer.write(
             recorder.run_end(CFG, status="success", epochs=written, total_time_s=6.5, error=None)
         )
+
+
+def read_metrics(path) -> list[dict]:
+    """All records of a metrics file as the JSON objects it holds (what another tool reading
+    the file sees), each checked; MetricsError at the first problem."""
+    result = metrics.scan(path)
+    if result.problems or result.cut:
+        raise metrics.MetricsError((result.problems or result.cut)[0])
+    return result.raw

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from common.models import layers, zoo
+from common.models import layers, weights, zoo
 from common.models.config import ModelConfig
 
 
@@ -87,3 +87,18 @@ def forward(model: zoo.Net, weights: dict[str, np.ndarray], images: np.ndarray, 
     for layer in model.layers:
         x = _apply(layer, layer.name, x, weights, channels_last)
     return x
+
+
+def initial_weights(described: zoo.Net, seed: int) -> dict[str, np.ndarray]:
+    """{"fc1.weight": ..., "bn1.running_mean": ...}: the whole model at once, in the canonical
+    layout, float32 (the builders take `weights.layer_weights` a layer at a time)."""
+    return {
+        f"{spot.name}.{part}": array
+        for spot, arrays in weights.layer_weights(described, seed)
+        for part, array in arrays.items()
+    }
+
+
+def to_torch(canonical: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The canonical layout is PyTorch's: a copy with the same names."""
+    return {name: array.copy() for name, array in canonical.items()}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -119,8 +120,11 @@ def _ddp(cfg: Config, device: torch.device, dims: ParallelDims) -> nn.Module:
     keep_gradient_strides(model)
     device_ids = [device.index] if device.type == "cuda" else None
     # Batch statistics are the global batch's on every rank (torch_impl.layers), so the
-    # running statistics agree without DDP broadcasting rank 0's before every forward.
-    return DistributedDataParallel(model, device_ids=device_ids, broadcast_buffers=False)
+    # running statistics agree without DDP broadcasting rank 0's before every forward. torch
+    # 2.13 renamed the switch (the old one warns); the sync at init it keeps copies equal values.
+    renamed = "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
+    no_sync = {"forward_sync_buffers" if renamed else "broadcast_buffers": False}
+    return DistributedDataParallel(model, device_ids=device_ids, **no_sync)
 
 
 def _fully_sharded(cfg: Config, device: torch.device, mesh: DeviceMesh | None) -> nn.Module:

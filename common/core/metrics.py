@@ -190,13 +190,4 @@ def read_records(path: str | Path) -> list[Record]:
     return result.records
 
 
-def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """All records of a metrics file as the JSON objects it holds (what another tool reading
-    the file sees), each checked; MetricsError at the first problem."""
-    result = scan(path)
-    if result.problems or result.cut:
-        raise MetricsError((result.problems or result.cut)[0])
-    return result.raw
-
-
 __all__ = ["METRICS_FILENAME", "MetricsError", "MetricsWriter", "quote", "scan"]

@@ -10,7 +10,7 @@ the chief only.
   RunEnd    once per launch: status, totals, time to target accuracy
 
 Each field says what it means and its unit (`doc`); the published JSON Schema
-(`common.core.schema`, docs/metrics.schema.json) and the reader's checks (`common.core.recordio`)
+(`common.core.schema`, docs/metrics.schema.json) and the reader's checks (`common.core.record_json`)
 are both generated from these classes. A field marked `added` came after version 1 was
 published: the suite always writes it, and a reader accepts files written before it (None).
 """

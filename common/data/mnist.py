@@ -66,7 +66,7 @@ def stage(source: Path, stage_dir: Path) -> Path:
             continue
         partial = stage_dir / f".{name}.{os.getpid()}.partial"
         shutil.copyfile(check_files(source, verify=False) / name, partial)
-        _install(partial, stage_dir, name)
+        install_verified(partial, stage_dir, name)
     return stage_dir
 
 
@@ -136,13 +136,6 @@ def read_idx(path: str | Path, ndim: int) -> np.ndarray:
     return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(dims)
 
 
-def write_idx(path: str | Path, array: np.ndarray) -> None:
-    """Write a uint8 array as IDX (for making small or corrupted data sets in tests)."""
-    array = np.ascontiguousarray(array, dtype=np.uint8)
-    header = bytes([0, 0, _IDX_UBYTE, array.ndim]) + np.asarray(array.shape, ">u4").tobytes()
-    Path(path).write_bytes(header + array.tobytes())
-
-
 def _read_split(folder: Path, prefix: str) -> tuple[np.ndarray, np.ndarray]:
     images_path = folder / f"{prefix}-images-idx3-ubyte"
     labels_path = folder / f"{prefix}-labels-idx1-ubyte"
@@ -189,7 +182,7 @@ def normalize(images: np.ndarray) -> np.ndarray:
     return normalized
 
 
-def _install(source: Path, folder: Path, name: str) -> None:
+def install_verified(source: Path, folder: Path, name: str) -> None:
     """Verify `source` and move it into place atomically; a bad file never lands."""
     verify_file(source, CHECKSUMS[name])
     os.replace(source, folder / name)

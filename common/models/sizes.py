@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from common.models import weights, zoo
+from common.models import zoo
 from common.models.config import ModelConfig
 
 # MLP hidden widths for round parameter counts (common.models.weights.parameter_count):
@@ -47,8 +47,3 @@ def size_overrides(size: str) -> list[str]:
     if zoo.MODELS[model.name].size_key == "width":
         return [f"model.name={model.name}", f"model.width={model.width}"]
     return ["model.name=mlp", f"model.hidden=[{', '.join(map(str, model.hidden))}]"]
-
-
-def size_params(size: str) -> int:
-    """Parameters of a size, for planning (the same count the runs record)."""
-    return weights.parameter_count(zoo.describe(size_model(size)))

@@ -132,18 +132,3 @@ def layer_weights(net: Net, seed: int) -> Iterator[tuple[Placed, dict[str, np.nd
         for part, shape in spot.layer.buffers(spot.inputs).items():
             arrays[part] = _start(spot.layer, part, shape)
         yield spot, arrays
-
-
-def initial_weights(net: Net, seed: int) -> dict[str, np.ndarray]:
-    """{"fc1.weight": ..., "bn1.running_mean": ...} in the canonical layout, float32 (the whole
-    model at once: for tests and small models; builders use `layer_weights`)."""
-    return {
-        f"{spot.name}.{part}": array
-        for spot, arrays in layer_weights(net, seed)
-        for part, array in arrays.items()
-    }
-
-
-def to_torch(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The canonical layout is PyTorch's: a copy with the same names."""
-    return {name: array.copy() for name, array in weights.items()}

@@ -1,5 +1,5 @@
 """compare.py's tables: the columns of a row, and the row list as text, Markdown or CSV, with
-the footnotes that say what each column measures. Rows come from `common.report.runs.table_rows`."""
+the footnotes that say what each column measures. Rows come from `common.report.rows.rows_for`."""
 
 from __future__ import annotations
 

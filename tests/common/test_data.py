@@ -7,19 +7,19 @@ from common.data import fetch, mnist
 
 
 def _write_split(folder, prefix, images, labels):
-    mnist.write_idx(folder / f"{prefix}-images-idx3-ubyte", images)
-    mnist.write_idx(folder / f"{prefix}-labels-idx1-ubyte", labels)
+    write_idx(folder / f"{prefix}-images-idx3-ubyte", images)
+    write_idx(folder / f"{prefix}-labels-idx1-ubyte", labels)
 
 
 def test_idx_round_trip(tmp_path):
     images = np.random.default_rng(0).integers(0, 256, (5, 28, 28), dtype=np.uint8)
-    mnist.write_idx(tmp_path / "x", images)
+    write_idx(tmp_path / "x", images)
     assert np.array_equal(mnist.read_idx(tmp_path / "x", ndim=3), images)
 
 
 def test_wrong_magic_number_names_file_and_expectation(tmp_path):
     labels = np.arange(10, dtype=np.uint8)
-    mnist.write_idx(tmp_path / "labels", labels)
+    write_idx(tmp_path / "labels", labels)
     with pytest.raises(
         mnist.DataError,
         match=r"labels: wrong magic number 0x00000801, "
@@ -46,14 +46,14 @@ def test_wrong_magic_number_names_file_and_expectation(tmp_path):
     ],
 )
 def test_truncated_files_say_what_was_expected(tmp_path, keep, message):
-    mnist.write_idx(tmp_path / "imgs", np.zeros((3, 28, 28), np.uint8))
+    write_idx(tmp_path / "imgs", np.zeros((3, 28, 28), np.uint8))
     (tmp_path / "imgs").write_bytes((tmp_path / "imgs").read_bytes()[:keep])
     with pytest.raises(mnist.DataError, match=message):
         mnist.read_idx(tmp_path / "imgs", ndim=3)
 
 
 def test_trailing_bytes_are_refused(tmp_path):
-    mnist.write_idx(tmp_path / "imgs", np.zeros((3, 28, 28), np.uint8))
+    write_idx(tmp_path / "imgs", np.zeros((3, 28, 28), np.uint8))
     with open(tmp_path / "imgs", "ab") as handle:
         handle.write(b"junk")
     with pytest.raises(mnist.DataError, match="has trailing bytes"):
@@ -151,3 +151,10 @@ def test_a_run_reads_its_data_from_the_stage_dir(tmp_path, monkeypatch):
     cfg = config_io.load_config(None, ["data.stage_dir=$NODE_SCRATCH/mnist", "data.test_limit=10"])
     assert len(mnist.load_limited(cfg.data).test_labels) == 10
     assert (tmp_path / "mnist" / "train-images-idx3-ubyte").is_file()
+
+
+def write_idx(path, array: np.ndarray) -> None:
+    """A uint8 array as an IDX file (small or damaged data sets)."""
+    array = np.ascontiguousarray(array, dtype=np.uint8)
+    header = bytes([0, 0, 0x08, array.ndim]) + np.asarray(array.shape, ">u4").tobytes()
+    path.write_bytes(header + array.tobytes())

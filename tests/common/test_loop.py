@@ -8,9 +8,10 @@ import signal
 import numpy as np
 import pytest
 
-from common.core import clocks, config_io, loop, metrics, stops
+from common.core import clocks, config_io, loop, stops
 from common.core.cli import RunOptions
 from tests.numpy_trainer import NumpyTrainer
+from tests.records import read_metrics
 from tests.schema_check import check_file
 
 
@@ -41,7 +42,7 @@ def run(tmp_path, name, trainer=None, options=None, *overrides):
     )
     status, code = loop.execute(cfg, options or RunOptions(), trainer or NumpyTrainer())
     check_file(tmp_path / name / "metrics.jsonl")  # the published JSON Schema holds too
-    return status, code, metrics.read_metrics(tmp_path / name / "metrics.jsonl")
+    return status, code, read_metrics(tmp_path / name / "metrics.jsonl")
 
 
 def kinds(records):

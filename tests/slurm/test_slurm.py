@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import compare
-from common.core import metrics
+from tests.records import read_metrics
 from tests.slurm.jobs import (
     QUICK,
     REPO,
@@ -43,7 +43,7 @@ def test_two_tasks_train_and_compare_reads_them(cluster, framework, strategy, tm
     state = wait_for(job, env)
     log = (tmp_path / f"t-{job}.out").read_text()
     assert state == "COMPLETED", log
-    records = metrics.read_metrics(tmp_path / f"t-{job}" / "metrics.jsonl")
+    records = read_metrics(tmp_path / f"t-{job}" / "metrics.jsonl")
     start, end = records[0], records[-1]
     assert (start["framework"], start["strategy"], start["launcher"]) == (
         framework,
@@ -66,7 +66,7 @@ def test_torchrun_variant_runs_one_agent_per_node(cluster, tmp_path):
         env,
     )
     assert wait_for(job, env) == "COMPLETED", (tmp_path / f"tr-{job}.out").read_text()
-    start = metrics.read_metrics(tmp_path / f"tr-{job}" / "metrics.jsonl")[0]
+    start = read_metrics(tmp_path / f"tr-{job}" / "metrics.jsonl")[0]
     assert start["launcher"] == "torchrun" and start["world_size"] == 2
     assert start["hosts"] == (["n1", "n1"] if cluster == 1 else ["n1", "n2"])  # was ["n1"]
 
@@ -143,7 +143,7 @@ def test_a_requeued_job_resumes_from_its_checkpoint(cluster, variant, tmp_path):
     assert wait_for(job, env) == "COMPLETED"
     log = (tmp_path / f"rq-{job}.out").read_text()
     assert "requeueing job" in log and "(restart 1)" in log
-    ends = [r for r in metrics.read_metrics(metrics_file) if r["record"] == "run_end"]
+    ends = [r for r in read_metrics(metrics_file) if r["record"] == "run_end"]
     assert [e["status"] for e in ends] == ["aborted", "success"]
     assert "preempted (SIGUSR1)" in ends[0]["error"] and ends[0]["epochs_completed"] < 3
     a = UNINTERRUPTED["model"]
@@ -180,7 +180,7 @@ def test_a_small_sweep_runs_and_its_manifest_lists_every_run(cluster, tmp_path):
     assert cells == {("torch", "ddp", 1), ("torch", "ddp", 2), ("tf", "mwms", 1), ("tf", "mwms", 2)}
     assert all(r["state"] == "COMPLETED" for r in manifest["runs"])
     assert compare.main([str(tmp_path / "sweeps" / "small.json")]) == 0
-    runs = [metrics.read_metrics(Path(r["result_dir"]) / "metrics.jsonl") for r in manifest["runs"]]
+    runs = [read_metrics(Path(r["result_dir"]) / "metrics.jsonl") for r in manifest["runs"]]
     for index in range(1, len(runs)):  # one after another: no two shared the cores
         assert runs[index][0]["time"] >= runs[index - 1][-1]["time"]
 
@@ -223,7 +223,7 @@ def test_srun_of_the_script_makes_each_task_one_rank(cluster, framework, tmp_pat
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     (folder,) = tmp_path.glob("s-*")
-    records = metrics.read_metrics(folder / "metrics.jsonl")
+    records = read_metrics(folder / "metrics.jsonl")
     start, end = records[0], records[-1]
     assert [r["record"] for r in records].count("run_start") == 1  # one run, not one per task
     assert (start["launcher"], start["world_size"]) == ("slurm", 2 * cluster)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from common.core import metrics
+from tests.records import read_metrics
 from tests.slurm.jobs import REPO, ROOT_ONLY, layout, slurm_env, submit, wait_for
 
 pytestmark = ROOT_ONLY
@@ -85,7 +85,7 @@ def test_scancel_ends_the_run_as_aborted_before_killwait(cluster, framework, tmp
         time.sleep(0.2)
     subprocess.run(["scancel", job], env=env, check=True)
     assert wait_for(job, env, timeout_s=60) == "CANCELLED"
-    end = metrics.read_metrics(metrics_file)[-1]
+    end = read_metrics(metrics_file)[-1]
     assert end["record"] == "run_end" and end["status"] == "aborted", end
     assert "SIGTERM" in end["error"]
 
@@ -138,7 +138,7 @@ def test_a_killed_chief_still_gets_a_run_end(cluster, how, tmp_path):
     if waiting is not None:
         waiting.communicate(timeout=120)
     assert wait_for(job, env, timeout_s=120) == "FAILED"
-    records = metrics.read_metrics(metrics_file)
+    records = read_metrics(metrics_file)
     ends = [r for r in records if r["record"] == "run_end"]
     assert len(ends) == 1 and records[-1] is ends[0] and ends[0]["status"] == "failed", records[-2:]
     assert ends[0]["error"].startswith(("rank 0 (host n1, pid ", "the srun step ended")), ends[0]

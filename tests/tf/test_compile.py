@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 
 import compare
-from common.core import metrics
 from tests.launching import runner
+from tests.records import read_metrics
 
 PARITY = ["--config", "configs/parity_sgd.yaml"]
 SHORT = ["data.train_limit=1280", "data.test_limit=500", "train.epochs=2"]
 
 
 def step_losses(run_dir):
-    records = metrics.read_metrics(run_dir / "metrics.jsonl")
+    records = read_metrics(run_dir / "metrics.jsonl")
     return np.array([r["loss"] for r in records if r["record"] == "step"])
 
 

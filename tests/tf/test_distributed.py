@@ -11,21 +11,21 @@ import numpy as np
 import pytest
 
 import compare
-from common.core import metrics
 from common.launch.local import rank_environments
 from tests.launching import SMALL, kill_second_rank_mid_training, runner, train_command
+from tests.records import read_metrics
 
 PARITY = ["--config", "configs/parity_sgd.yaml"]
 PARITY_SET = ["data.train_limit=3200", "data.test_limit=1000", "output.save_model=true"]
 
 
 def step_losses(run_dir):
-    records = metrics.read_metrics(run_dir / "metrics.jsonl")
+    records = read_metrics(run_dir / "metrics.jsonl")
     return np.array([r["loss"] for r in records if r["record"] == "step"])
 
 
 def epochs_of(run_dir):
-    return [r for r in metrics.read_metrics(run_dir / "metrics.jsonl") if r["record"] == "epoch"]
+    return [r for r in read_metrics(run_dir / "metrics.jsonl") if r["record"] == "epoch"]
 
 
 def tf_weights(run_dir):
@@ -77,7 +77,7 @@ def test_final_weights_match_torch(parity_runs):
 def test_loss_falls_and_the_metrics_say_what_ran(parity_runs):
     losses = step_losses(parity_runs["tf-w2"])
     assert losses[-10:].mean() < 0.6 * losses[:10].mean()
-    records = metrics.read_metrics(parity_runs["tf-w2"] / "metrics.jsonl")
+    records = read_metrics(parity_runs["tf-w2"] / "metrics.jsonl")
     start, end = records[0], records[-1]
     assert (start["framework"], start["strategy"], start["world_size"]) == ("tf", "mwms", 2)
     assert start["global_batch_size"] == 64 and len(start["devices"]) == 2
@@ -116,9 +116,7 @@ def test_stop_resume_finish_equals_an_uninterrupted_run(run_tf):
     for name in whole:
         np.testing.assert_array_equal(whole[name], parts[name])
     statuses = [
-        r["status"]
-        for r in metrics.read_metrics(run_dir / "metrics.jsonl")
-        if r["record"] == "run_end"
+        r["status"] for r in read_metrics(run_dir / "metrics.jsonl") if r["record"] == "run_end"
     ]
     assert statuses == ["aborted", "success"]
 

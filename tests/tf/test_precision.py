@@ -5,15 +5,15 @@ the CPU, and TF32 set and recorded."""
 import numpy as np
 import pytest
 
-from common.core import metrics
 from common.core.precision import FORCE_OVERFLOW_VARIABLE, LOSS_SCALE_INIT
+from tests.records import read_metrics
 
 FP16 = ["tf.mixed_precision=fp16", "dist.timeout_s=20"]
 OVERFLOW_ON_WORKER_1 = {FORCE_OVERFLOW_VARIABLE: "1:3"}
 
 
 def records(run_dir, kind):
-    return [r for r in metrics.read_metrics(run_dir / "metrics.jsonl") if r["record"] == kind]
+    return [r for r in read_metrics(run_dir / "metrics.jsonl") if r["record"] == kind]
 
 
 def test_an_overflow_on_one_worker_is_skipped_by_every_worker(run_tf):

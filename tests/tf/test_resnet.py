@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import compare
-from common.core import metrics
 from tests.launching import runner
+from tests.records import read_metrics
 from tests.rounding import float32_drift
 
 PRESET = ["--config", "configs/resnet8_sgd.yaml"]
@@ -52,7 +52,7 @@ def tolerance():
 
 
 def step_losses(folder):
-    records = metrics.read_metrics(folder / "metrics.jsonl")
+    records = read_metrics(folder / "metrics.jsonl")
     return np.array([record["loss"] for record in records if record["record"] == "step"])
 
 
@@ -84,7 +84,7 @@ def test_weights_and_running_statistics_agree_and_the_records_say_how(resnet_run
     dataset, folders = resnet_runs
     saved = torch.load(folders["torch-single"] / "model.pt")
     ours = {name: tensor.numpy() for name, tensor in saved.items()}
-    reference = metrics.read_metrics(folders["torch-single"] / "metrics.jsonl")[-2]
+    reference = read_metrics(folders["torch-single"] / "metrics.jsonl")[-2]
     for name in ("tf-w1", "tf-w2"):
         with np.load(folders[name] / "model.npz") as exported:
             theirs = {key: exported[key] for key in exported.files}
@@ -92,11 +92,11 @@ def test_weights_and_running_statistics_agree_and_the_records_say_how(resnet_run
         for key, array in ours.items():
             bound = 0.01 * np.abs(array).max() + 1e-4
             assert np.abs(theirs[key] - array).max() <= bound, (name, key)
-        evaluated = metrics.read_metrics(folders[name] / "metrics.jsonl")[-2]
+        evaluated = read_metrics(folders[name] / "metrics.jsonl")[-2]
         assert evaluated["val_loss"] == pytest.approx(reference["val_loss"], rel=10 * tolerance)
-    start = metrics.read_metrics(folders["tf-w2"] / "metrics.jsonl")[0]
+    start = read_metrics(folders["tf-w2"] / "metrics.jsonl")[0]
     assert start["numerics"]["batch_norm"].startswith("global-batch statistics")
-    epoch = [r for r in metrics.read_metrics(folders["torch-ddp"] / "metrics.jsonl")][-2]
+    epoch = [r for r in read_metrics(folders["torch-ddp"] / "metrics.jsonl")][-2]
     assert epoch["replicas_in_sync"] is True  # weights and running statistics, every rank
 
 

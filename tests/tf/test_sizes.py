@@ -4,8 +4,8 @@ data (which both sides must therefore read identically), and memory above the ba
 import numpy as np
 import pytest
 
-from common.core import metrics
 from tests.launching import runner
+from tests.records import read_metrics
 
 PARITY = ["--config", "configs/parity_sgd.yaml"]
 SECOND_SIZE = [
@@ -18,7 +18,7 @@ SECOND_SIZE = [
 
 
 def step_losses(run_dir):
-    records = metrics.read_metrics(run_dir / "metrics.jsonl")
+    records = read_metrics(run_dir / "metrics.jsonl")
     return np.array([r["loss"] for r in records if r["record"] == "step"])
 
 
@@ -56,7 +56,7 @@ def test_memory_above_the_baseline_counts_the_model(tmp_path):
     held = {}
     for name, hidden in (("small", "[64]"), ("big", "[2048, 2048]")):
         folder = run(name, 0, "data.name=synthetic", f"model.hidden={hidden}")[1]
-        records = metrics.read_metrics(folder / "metrics.jsonl")
+        records = read_metrics(folder / "metrics.jsonl")
         held[name] = [r for r in records if r["record"] == "epoch"][-1]["memory"][0]
     state = {n: m["param_bytes"] + m["grad_bytes"] + m["optim_bytes"] for n, m in held.items()}
     assert state["big"] == 4 * 4 * 5_824_522
@@ -73,7 +73,7 @@ def test_the_baseline_comes_after_tensorflow_settles_the_data(tmp_path):
     it (baseline 1,012 MiB, epoch peak 838). tf_impl.data uses each constant once first."""
     run = runner("tf_impl.train", tmp_path)
     folder = run("full", 0, "data.train_limit=0", "train.epochs=1", "data.test_limit=1000")[1]
-    records = metrics.read_metrics(folder / "metrics.jsonl")
+    records = read_metrics(folder / "metrics.jsonl")
     memory = [r for r in records if r["record"] == "epoch"][-1]["memory"][0]
     state = memory["param_bytes"] + memory["grad_bytes"] + memory["optim_bytes"]
     assert memory["peak_above_baseline_bytes"] >= state > 0

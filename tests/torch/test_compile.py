@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import compare
-from common.core import metrics
+from tests.records import read_metrics
 from tests.torch.conftest import train_command
 
 SETTINGS = [
@@ -47,7 +47,7 @@ def compiled_runs(tmp_path_factory):
 
 
 def step_losses(run_dir):
-    records = metrics.read_metrics(run_dir / "metrics.jsonl")
+    records = read_metrics(run_dir / "metrics.jsonl")
     return [r["loss"] for r in records if r["record"] == "step"]
 
 

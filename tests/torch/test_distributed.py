@@ -12,6 +12,7 @@ from common.core import console, metrics, record_json
 from common.launch.local import rank_environments
 from common.report.runs import RecordedRun
 from tests.launching import kill_second_rank_mid_training
+from tests.records import read_metrics
 from tests.rounding import float32_weight_drift
 from tests.torch.conftest import SMALL, train_command
 
@@ -21,7 +22,7 @@ def final_weights(run_dir):
 
 
 def epochs_of(run_dir):
-    return [r for r in metrics.read_metrics(run_dir / "metrics.jsonl") if r["record"] == "epoch"]
+    return [r for r in read_metrics(run_dir / "metrics.jsonl") if r["record"] == "epoch"]
 
 
 def max_difference(a, b):
@@ -92,7 +93,7 @@ def test_adam_with_the_default_update_kernels_keeps_ddp_and_fsdp2_bitwise_equal(
             "output.save_model=true",
             extra=["--quiet"],
         )
-        start = metrics.read_metrics(folders[strategy] / "metrics.jsonl")[0]
+        start = read_metrics(folders[strategy] / "metrics.jsonl")[0]
         assert start["numerics"]["optimizer_impl"] == "foreach"
     ddp, fsdp2 = (final_weights(folders[name]) for name in ("ddp", "fsdp2"))
     assert max_difference(ddp, fsdp2) == 0.0
@@ -107,7 +108,7 @@ def test_single_process_at_the_same_global_batch_agrees(strategy_runs):
     one processor and not on another (0.0118 on an AMD EPYC without AVX-512)."""
 
     def step_losses(strategy):
-        records = metrics.read_metrics(strategy_runs[strategy] / "metrics.jsonl")
+        records = read_metrics(strategy_runs[strategy] / "metrics.jsonl")
         return [r["loss"] for r in records if r["record"] == "step"]
 
     single, ddp = step_losses("single"), step_losses("ddp")
@@ -136,7 +137,7 @@ def test_fsdp_ranks_hold_half_of_what_ddp_ranks_hold(strategy_runs):
 
 def test_metrics_files_validate(strategy_runs):
     for strategy, run_dir in strategy_runs.items():
-        records = metrics.read_metrics(run_dir / "metrics.jsonl")
+        records = read_metrics(run_dir / "metrics.jsonl")
         start, end = records[0], records[-1]
         assert start["strategy"] == strategy and start["framework"] == "torch"
         assert start["world_size"] == (1 if strategy == "single" else 2)
@@ -155,9 +156,7 @@ def test_stop_resume_finish_equals_an_uninterrupted_run(run_torch):
     whole, parts = final_weights(run_dir.parent / "whole"), final_weights(run_dir)
     assert max_difference(whole, parts) == 0.0  # dropout on: RNG state came back too
     statuses = [
-        r["status"]
-        for r in metrics.read_metrics(run_dir / "metrics.jsonl")
-        if r["record"] == "run_end"
+        r["status"] for r in read_metrics(run_dir / "metrics.jsonl") if r["record"] == "run_end"
     ]
     assert statuses == ["aborted", "success"]
     resumed = RecordedRun(str(run_dir), metrics.read_records(run_dir / "metrics.jsonl"))

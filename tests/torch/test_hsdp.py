@@ -4,7 +4,8 @@ trains the same steps as DDP and FSDP2 on the same 4 ranks."""
 import pytest
 import torch
 
-from common.core import metrics, strategies
+from common.core import strategies
+from tests.records import read_metrics
 from torch_impl.parallel import APPLY
 
 HSDP_RUN = [
@@ -34,9 +35,7 @@ def four_ranks(tmp_path_factory):
 
 
 def step_losses(folder):
-    return [
-        r["loss"] for r in metrics.read_metrics(folder / "metrics.jsonl") if r["record"] == "step"
-    ]
+    return [r["loss"] for r in read_metrics(folder / "metrics.jsonl") if r["record"] == "step"]
 
 
 def test_hsdp_on_a_2x2_mesh_trains_the_steps_ddp_and_fsdp2_train(four_ranks):
@@ -44,7 +43,7 @@ def test_hsdp_on_a_2x2_mesh_trains_the_steps_ddp_and_fsdp2_train(four_ranks):
     scatter within a shard group, then all-reduce across the 2 replicas, against one
     all-reduce or one reduce-scatter over 4): float32 rounding, a few ulps per step.
     Measured: step losses within 1.5e-7, weights within 2.6e-7 after 16 Adam steps."""
-    start = metrics.read_metrics(four_ranks["hsdp"] / "metrics.jsonl")[0]
+    start = read_metrics(four_ranks["hsdp"] / "metrics.jsonl")[0]
     assert start["strategy"] == "hsdp" and start["world_size"] == 4
     assert start["numerics"]["mesh"] == {"replicate": 2, "shard": 2}
     hsdp = step_losses(four_ranks["hsdp"])
@@ -58,8 +57,8 @@ def test_hsdp_on_a_2x2_mesh_trains_the_steps_ddp_and_fsdp2_train(four_ranks):
 
 def test_hsdp_ranks_hold_a_shard_group_s_part(four_ranks):
     """Sharded over 2, replicated over 2: each rank holds half the state, as FSDP2 on 2."""
-    epoch = [r for r in metrics.read_metrics(four_ranks["hsdp"] / "metrics.jsonl")][-2]
-    ddp_epoch = [r for r in metrics.read_metrics(four_ranks["ddp"] / "metrics.jsonl")][-2]
+    epoch = [r for r in read_metrics(four_ranks["hsdp"] / "metrics.jsonl")][-2]
+    ddp_epoch = [r for r in read_metrics(four_ranks["ddp"] / "metrics.jsonl")][-2]
     held = [m["param_bytes"] for m in epoch["memory"]]
     whole = ddp_epoch["memory"][0]["param_bytes"]
     assert len(held) == 4 and all(0.49 < h / whole < 0.52 for h in held), (held, whole)

@@ -5,8 +5,8 @@ under autocast and FSDP, and TF32 set and recorded."""
 import pytest
 import torch
 
-from common.core import metrics
 from common.core.precision import FORCE_OVERFLOW_VARIABLE, LOSS_SCALE_INIT
+from tests.records import read_metrics
 from torch_impl.precision import apply_tf32
 
 FP16 = ["torch.mixed_precision=fp16", "train.log_every_steps=1"]
@@ -14,7 +14,7 @@ OVERFLOW_ON_RANK_1 = {FORCE_OVERFLOW_VARIABLE: "1:3"}
 
 
 def records(run_dir, kind):
-    return [r for r in metrics.read_metrics(run_dir / "metrics.jsonl") if r["record"] == kind]
+    return [r for r in read_metrics(run_dir / "metrics.jsonl") if r["record"] == kind]
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp2", "fsdp1"])

@@ -8,8 +8,8 @@ import sys
 import pytest
 import torch
 
-from common.core import metrics
 from tests.launching import SMALL, kill_second_rank_mid_training, train_command
+from tests.records import read_metrics
 
 FOUR = [
     "torch.strategy=ddp",
@@ -20,7 +20,7 @@ FOUR = [
 
 
 def records(run_dir):
-    return metrics.read_metrics(run_dir / "metrics.jsonl")
+    return read_metrics(run_dir / "metrics.jsonl")
 
 
 def weights(run_dir):

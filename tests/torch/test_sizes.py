@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import compare
-from common.core import metrics
+from tests.records import read_metrics
 from tests.reference import net
 from tests.torch.conftest import train_command
 from torch_impl.parallel import wrap_units
@@ -96,14 +96,14 @@ def test_ddp_and_fsdp_agree_bitwise_at_a_second_size(odd_size_runs):
         other = torch.load(odd_size_runs / strategy / "model.pt")
         assert other.keys() == ddp.keys()
         assert all(torch.equal(other[name], ddp[name]) for name in ddp), strategy
-    records = metrics.read_metrics(odd_size_runs / "ddp" / "metrics.jsonl")
+    records = read_metrics(odd_size_runs / "ddp" / "metrics.jsonl")
     epochs = [r for r in records if r["record"] == "epoch"]
     assert records[0]["dataset"] == "synthetic" and records[0]["model_params"] == 319_215
     assert epochs[-1]["val_accuracy"] > 0.3  # synthetic labels are learnable (chance: 0.1)
 
 
 def _memory(run_dir: Path) -> dict:
-    records = metrics.read_metrics(run_dir / "metrics.jsonl")
+    records = read_metrics(run_dir / "metrics.jsonl")
     return [r for r in records if r["record"] == "epoch"][-1]["memory"][0]
 
 
