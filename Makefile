@@ -4,7 +4,7 @@
 #   make setup CONSTRAINTS=my.txt    other pins (a cluster's own wheel versions)
 #   make setup FRAMEWORKS=system     use the torch/TensorFlow already installed (module load ...)
 #   make data                        fetch + verify MNIST into $(MNIST_DIR)
-#   make test | make test-gpu | make demo | make preflight | make sizes | make lint
+#   make test | make test-fast | make test-gpu | make demo | make preflight | make sizes | make lint
 
 PYTHON      ?= python3
 VENV        ?= .venv
@@ -29,7 +29,7 @@ endif
 
 export MNIST_DIR
 
-.PHONY: setup data test test-common test-torch test-tf test-slurm test-gpu demo preflight sizes lint clean
+.PHONY: setup data test test-fast test-common test-torch test-tf test-slurm test-gpu demo preflight sizes lint clean
 
 setup: $(STAMP)
 
@@ -45,6 +45,10 @@ data: setup
 
 test: setup data
 	$(PY) -m pytest tests
+
+# The inner loop: every test of a file that starts no process (tests/tiers.py), in a minute or two.
+test-fast: setup data
+	$(PY) -m pytest -m "not processes" tests
 
 test-common: setup data
 	$(PY) -m pytest tests/common

@@ -42,6 +42,16 @@ def pytest_configure(config):
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 
+def pytest_collection_modifyitems(config, items):
+    """Mark every test of a file that starts processes (`tests.tiers`): make test-fast leaves
+    them out."""
+    from tests.tiers import starts_processes
+
+    for item in items:
+        if starts_processes(Path(str(item.fspath)).resolve()):
+            item.add_marker(pytest.mark.processes)
+
+
 def pytest_sessionstart(session):
     session.config.stash[STARTED] = (time.strftime("%Y-%m-%d %H:%M"), os.getloadavg()[0])
 
