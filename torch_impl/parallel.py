@@ -123,7 +123,7 @@ def _ddp(cfg: Config, device: torch.device, dims: ParallelDims) -> nn.Module:
     # running statistics agree without DDP broadcasting rank 0's before every forward. torch
     # 2.13 renamed the switch (the old one warns); the sync at init it keeps copies equal values.
     renamed = "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
-    no_sync = {"forward_sync_buffers" if renamed else "broadcast_buffers": False}
+    no_sync: dict[str, Any] = {"forward_sync_buffers" if renamed else "broadcast_buffers": False}
     return DistributedDataParallel(model, device_ids=device_ids, **no_sync)
 
 

@@ -176,37 +176,52 @@ class Outcome:
     code: int
 
 
-class Driver:
-    """One training program's body, the same on both sides: start the run, train it, and end it
-    with its run_end on every way out (success, --stop-after-epoch, preemption, a signal, a
-    failure, even one that does not derive from Exception, a stop while stuck in a collective).
-    A launch refused before its run started (a folder of another run, a checkpoint of another
-    config) writes nothing."""
+def execute(cfg: Config, options: RunOptions, trainer: Trainer) -> tuple[str, int]:
+    """One training program's body, the same on both sides: start the run, train it, and end
+    it with its run_end on every way out (success, --stop-after-epoch, preemption, a signal, a
+    failure, even one that does not derive from Exception, a stop while stuck in a
+    collective). A launch refused before its run started (a folder of another run, a
+    checkpoint of another config) writes nothing. (status, exit code); the caller leaves."""
+    ending = Ending(cfg, options, trainer)
+    ending.stops.install()
+    last_words = LastWords(ending.stopped_while_blocked)
+    last_words.start()
+    try:
+        try:
+            run = ending.run = Run.start(cfg, trainer, options)
+            train_epochs(cfg, trainer, run, options, ending.stops)
+        except BaseException as ended:  # noqa: BLE001 - DCP's CheckpointException is one
+            ending.stops.record_only()  # the run is ending: a signal now is noted, not raised
+            outcome = ending.outcome(ended, last_words)
+        else:
+            diverged = recorder.divergence(run.epochs)  # trained to the end on NaN: no result
+            outcome = (
+                Outcome("diverged", f"{diverged}; trained on to train.epochs", 0)
+                if diverged
+                else Outcome("success", None, 0)
+            )
+    except BaseException as late:  # noqa: BLE001 - a signal while the first one was handled
+        outcome = Outcome("failed", f"while stopping: {type(late).__name__}: {late}", 1)
+    finally:
+        Stops.quiet()  # from here on no signal may interrupt the run's end
+    if ending.run is not None:
+        ending.run.end(outcome.status, outcome.error)
+    last_words.finish()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return outcome.status, outcome.code
+
+
+class Ending:
+    """How a launch ends, off the step's path: its stop signals, its run once started, and the
+    outcome (status, error, exit code) of each way out."""
 
     def __init__(self, cfg: Config, options: RunOptions, trainer: Trainer) -> None:
         self.cfg, self.options, self.trainer = cfg, options, trainer
         self.stops = Stops(trainer.spec.stop_reason_file)
         self.run: Run | None = None
 
-    def execute(self) -> tuple[str, int]:
-        """(status, exit code); the caller decides how to leave."""
-        self.stops.install()
-        last_words = LastWords(self._stopped_while_blocked)
-        last_words.start()
-        try:
-            outcome = self._drive(last_words)
-        except BaseException as late:  # noqa: BLE001 - a signal while the first one was handled
-            outcome = Outcome("failed", f"while stopping: {type(late).__name__}: {late}", 1)
-        finally:
-            Stops.quiet()  # from here on no signal may interrupt the run's end
-        if self.run is not None:
-            self.run.end(outcome.status, outcome.error)
-        last_words.finish()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        return outcome.status, outcome.code
-
-    def _stopped_while_blocked(self, signum: int) -> bool:
+    def stopped_while_blocked(self, signum: int) -> bool:
         """From the LastWords thread: end the run of a rank stuck in a collective. False when
         the main thread is ending it itself."""
         if self.run is None:
@@ -217,19 +232,7 @@ class Driver:
         sys.stdout.flush()
         return ended
 
-    def _drive(self, last_words: LastWords) -> Outcome:
-        try:
-            run = self.run = Run.start(self.cfg, self.trainer, self.options)
-            train_epochs(self.cfg, self.trainer, run, self.options, self.stops)
-        except BaseException as ended:  # noqa: BLE001 - DCP's CheckpointException is one
-            self.stops.record_only()  # the run is ending: a signal now is noted, not raised
-            return self._outcome(ended, last_words)
-        diverged = recorder.divergence(run.epochs)
-        if diverged:  # trained to the end on NaN: its numbers are not a result
-            return Outcome("diverged", f"{diverged}; trained on to train.epochs", 0)
-        return Outcome("success", None, 0)
-
-    def _outcome(self, ended: BaseException, last_words: LastWords) -> Outcome:
+    def outcome(self, ended: BaseException, last_words: LastWords) -> Outcome:
         if isinstance(ended, RunRefused):  # the chief's word, raised on every rank: said once
             if self.trainer.spec.is_chief:
                 print(f"error: {ended}", file=sys.stderr)
@@ -242,9 +245,9 @@ class Driver:
             return Outcome("aborted", str(ended), PREEMPTED_EXIT)
         if isinstance(ended, Aborted):
             return Outcome("aborted", str(ended), 0 if self.options.stop_after_epoch else 143)
-        return self._failed(ended, last_words)
+        return self.failed(ended, last_words)
 
-    def _failed(self, failure: BaseException, last_words: LastWords) -> Outcome:
+    def failed(self, failure: BaseException, last_words: LastWords) -> Outcome:
         # A dead or hung peer surfaces here as a collective error; so does a peer that was
         # cancelled a moment before this rank's own SIGTERM arrives (scancel signals every
         # rank at once): wait for that signal briefly before calling the run failed.
@@ -263,8 +266,3 @@ class Driver:
         traceback.print_exc()
         code = failure.code if isinstance(failure, SystemExit) else None
         return Outcome("failed", error, code if isinstance(code, int) and code else 1)
-
-
-def execute(cfg: Config, options: RunOptions, trainer: Trainer) -> tuple[str, int]:
-    """Run `trainer` under the driver: (status, exit code)."""
-    return Driver(cfg, options, trainer).execute()

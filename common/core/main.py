@@ -58,7 +58,7 @@ def check_launch(cfg: Config, world_size: int) -> None:
         raise ValueError(str(error)) from None
 
 
-def main(side: Side, prog: str, description: str | None, argv: list[str] | None) -> NoReturn:
+def main(side: Side, prog: str, description: str | None, argv: list[str] | None = None) -> NoReturn:
     """Train as the command line and the launch say; leave with the run's exit code: 0, 2 for
     a launch refused before anything started, 1 for a start-up that did not complete, else the
     driver's (`common.core.loop`)."""
