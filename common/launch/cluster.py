@@ -37,7 +37,7 @@ class ClusterError(ValueError):
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    launcher: str  # "single", "local", "torchrun" or "slurm"
+    launcher: str  # "single", "local", "torchrun", "slurm" or "tf_config"
     rank: int
     local_rank: int
     world_size: int

@@ -5,6 +5,8 @@ Launchers understood, in this order:
                             (common.launch adds TF_CONFIG with one free localhost port per rank)
   srun                      SLURM_PROCID, SLURM_LOCALID, SLURM_STEP_NUM_TASKS,
                             SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE, SLURM_JOB_ID
+  TF_CONFIG alone           a Kubeflow TFJob: chief and workers, one process per task
+                            (`common.launch.tf_config`)
   nothing                   one process on this machine
 
 Nothing else in the suite reads SLURM_*, RANK and friends (`common.launch.cluster.write_tf_config`
@@ -16,12 +18,12 @@ is the one writer of TF_CONFIG).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import socket
 from collections.abc import Mapping
 from typing import Any
 
+from common.launch import tf_config
 from common.launch.cluster import (
     LAUNCHER_MARK,
     RUN_DIR_VARIABLE,
@@ -57,39 +59,6 @@ def _port(env: Mapping[str, str], name: str) -> int:
     return port
 
 
-def _tf_workers(text: str, world: int, rank: int) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """The hosts and ports of TF_CONFIG's workers, checked against the torchrun variables."""
-    fix = "set it as common.launch writes it (cluster.worker: one host:port per rank)"
-    try:
-        config = json.loads(text)
-        workers = config["cluster"]["worker"]
-        index = config["task"]["index"]
-    except (ValueError, KeyError, TypeError):
-        raise ClusterError(
-            f"TF_CONFIG is not valid JSON with cluster.worker and task.index: {text[:200]!r}; {fix}"
-        ) from None
-    if not isinstance(workers, list) or not isinstance(index, int):
-        raise ClusterError(
-            f"TF_CONFIG: cluster.worker must be a list of host:port strings and "
-            f"task.index an integer, got {workers!r} and {index!r}; {fix}"
-        )
-    hosts, ports = [], []
-    for worker in workers:
-        host, _, port = worker.rpartition(":") if isinstance(worker, str) else ("", "", "")
-        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-            raise ClusterError(
-                f"TF_CONFIG: worker {worker!r} is not host:port with a port in 1..65535; {fix}"
-            )
-        hosts.append(host)
-        ports.append(int(port))
-    if len(workers) != world or index != rank:
-        raise ClusterError(
-            f"TF_CONFIG lists {len(workers)} workers with index {index}, "
-            f"but WORLD_SIZE={world} and RANK={rank}"
-        )
-    return tuple(hosts), tuple(ports)
-
-
 def _check_ranks(rank: int, local_rank: int, world: int, local_world: int, source: str) -> None:
     if world < 1:
         raise ClusterError(f"{source}: world size {world} must be >= 1")
@@ -107,7 +76,13 @@ def _from_torchrun(env: Mapping[str, str]) -> ClusterSpec:
     hosts: tuple[str, ...] = ()
     ports: tuple[int, ...] = ()
     if "TF_CONFIG" in env:  # written by common.launch: take the hosts and ports back from it
-        hosts, ports = _tf_workers(env["TF_CONFIG"], world, rank)
+        described = tf_config.parse(env["TF_CONFIG"])
+        if len(described.hosts) != world or described.rank != rank:
+            raise ClusterError(
+                f"TF_CONFIG lists {len(described.hosts)} tasks and this one as rank "
+                f"{described.rank}, but WORLD_SIZE={world} and RANK={rank}"
+            )
+        hosts, ports = described.hosts, described.ports
     return ClusterSpec(
         launcher="local" if env.get(LAUNCHER_MARK) == "local" else "torchrun",
         rank=rank,
@@ -215,6 +190,29 @@ def _from_slurm(env: Mapping[str, str]) -> ClusterSpec:
     )
 
 
+def _from_tf_config(env: Mapping[str, str]) -> ClusterSpec:
+    """TF_CONFIG alone (a Kubeflow TFJob): one process per task. The rendezvous is on rank
+    0's host, one port above its TensorFlow port unless MASTER_PORT says (a pod has ports of
+    its own)."""
+    described = tf_config.parse(env["TF_CONFIG"])
+    first_port = described.ports[0] + 1
+    if not env.get("MASTER_PORT") and first_port > 65535:
+        raise ClusterError("TF_CONFIG: rank 0's port is 65535; set MASTER_PORT for the rendezvous")
+    return ClusterSpec(
+        launcher="tf_config",
+        rank=described.rank,
+        local_rank=0,
+        world_size=len(described.hosts),
+        local_world_size=1,
+        hosts=described.hosts,
+        node=socket.gethostname(),
+        master_addr=env.get("MASTER_ADDR") or described.hosts[0],
+        master_port=_port(env, "MASTER_PORT") if env.get("MASTER_PORT") else first_port,
+        tf_ports=described.ports,
+        cpus_per_task=_cpus_per_task(env),
+    )
+
+
 def _single(env: Mapping[str, str]) -> ClusterSpec:
     master_port, tf_port = free_ports(2)
     return ClusterSpec(
@@ -239,6 +237,8 @@ def from_environment(env: Mapping[str, str] | None = None) -> ClusterSpec:
         spec = _from_torchrun(env)
     elif "SLURM_STEP_NUM_TASKS" in env and "SLURM_PROCID" in env:
         spec = _from_slurm(env)
+    elif "TF_CONFIG" in env:
+        spec = _from_tf_config(env)
     else:
         spec = _single(env)
     return dataclasses.replace(spec, run_dir_note=env.get(RUN_DIR_VARIABLE, ""))

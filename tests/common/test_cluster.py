@@ -193,3 +193,49 @@ def test_one_process_gets_no_tf_config():
 def test_stamps_drawn_in_the_same_second_differ():
     stamps = {cluster.unique_stamp() for _ in range(50)}
     assert len(stamps) == 50
+
+
+TFJOB = {
+    "cluster": {"chief": ["job-chief-0.ns.svc:2222"], "worker": ["job-worker-0.ns.svc:2222"]},
+    "task": {"type": "worker", "index": 0},
+    "environment": "cloud",
+}
+
+
+def test_a_tfjob_tf_config_alone_is_a_cluster_with_the_chief_as_rank_0():
+    spec = environment.from_environment({"TF_CONFIG": json.dumps(TFJOB)})
+    assert (spec.launcher, spec.rank, spec.world_size, spec.local_world_size) == (
+        "tf_config",
+        1,
+        2,
+        1,
+    )
+    assert spec.hosts == ("job-chief-0.ns.svc", "job-worker-0.ns.svc")
+    assert (spec.master_addr, spec.master_port, spec.tf_ports) == (
+        "job-chief-0.ns.svc",
+        2223,
+        (2222, 2222),
+    )
+    chief = {**TFJOB, "task": {"type": "chief", "index": 0}}
+    assert environment.from_environment({"TF_CONFIG": json.dumps(chief)}).rank == 0
+    workers_only = {"cluster": {"worker": ["a:1", "b:1", "c:1"]}, "task": {"index": 2}}
+    spec = environment.from_environment({"TF_CONFIG": json.dumps(workers_only), "MASTER_PORT": "9"})
+    assert (spec.rank, spec.world_size, spec.master_addr, spec.master_port) == (2, 3, "a", 9)
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({**TFJOB, "task": {"type": "worker", "index": 3}}, "task worker 3 is not in its cluster"),
+        ({**TFJOB, "task": {"type": "ps", "index": 0}}, "names ps tasks"),
+        (
+            {"cluster": {**TFJOB["cluster"], "evaluator": ["e:1"]}, "task": {"index": 0}},
+            "evaluator",
+        ),
+        ({"cluster": {"chief": ["a:1", "b:1"]}, "task": {"index": 0}}, "at most one chief"),
+        ({"cluster": {"worker": ["a"]}, "task": {"index": 0}}, "'a' is not host:port"),
+    ],
+)
+def test_a_tf_config_that_cannot_be_trained_is_named(config, message):
+    with pytest.raises(cluster.ClusterError, match=message):
+        environment.from_environment({"TF_CONFIG": json.dumps(config)})
