@@ -4,7 +4,7 @@
     python compare.py --assert-close A B [--rtol 1e-4] [--steps N]
 
 RESULTS are run folders, metrics.jsonl files, folders of run folders, or sweep manifests
-(slurm/sweep.py). Every file is validated against common.core.metrics' schema; a broken or
+(slurm/sweep.py). Every file is validated against common.core.records.metrics' schema; a broken or
 partial file is reported by name and line, and the rest are still compared. Runs are grouped
 when they are comparable (model, dataset, precision, epochs, batch); the others are named with
 the reason.

@@ -32,7 +32,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # run as a script: common/ is beside slurm/
 
-from common.core import strategies  # noqa: E402
+from common.core.config import strategies  # noqa: E402
 from common.models import sizes  # noqa: E402
 
 ENDED = {
@@ -136,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--strategies",
         default="ddp,fsdp2,mwms",
-        help="strategies of any framework (common.core.strategies); each framework runs those "
-        "it has",
+        help="strategies of any framework (common.core.config.strategies); each framework runs "
+        "those it has",
     )
     parser.add_argument("--tasks", default="1,2,4,8", help="task (rank) counts")
     parser.add_argument("--repeats", type=int, default=1)

@@ -4,7 +4,7 @@
 # With --gpus-per-task SLURM already shows each task its own GPU(s). With --gpus-per-node (or
 # --gres=gpu:N) every task sees all the node's GPUs; then task SLURM_LOCALID takes GPU number
 # SLURM_LOCALID. A task beyond the node's GPUs is left seeing them all, unbound: the training
-# program then refuses to start on a GPU (exit 2, common.core.devices.place), since two ranks on one
+# program then refuses to start on a GPU (exit 2, common.core.measure.devices.place), since two ranks on one
 # GPU fail in NCCL ("Duplicate GPU detected"); with dist.device=cpu it runs on the CPU.
 # NCCL between GPUs of one node needs peer access: when cgroups confine each task to its own
 # GPU (--gpus-per-task with ConstrainDevices=yes), the ranks cannot open each other's devices

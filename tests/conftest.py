@@ -61,7 +61,7 @@ def pytest_unconfigure(config):
     explains itself (the suite's timings hold on the machine they came from)."""
     if STARTED not in config.stash:
         return
-    from common.core.peak import processor
+    from common.core.measure.peak import processor
 
     date, load = config.stash[STARTED]
     print(

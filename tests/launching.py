@@ -67,7 +67,7 @@ def two_ranks_mid_training(module: str, root: Path, *extra: str, timeout_s: floa
     import os
     import time
 
-    from common.core import metrics
+    from common.core.records import metrics
     from common.launch.local import rank_environments
 
     settings = [

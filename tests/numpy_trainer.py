@@ -1,5 +1,5 @@
 """A third, framework-free trainer for the epoch driver's tests: a numpy softmax regression that
-fills the same contract as torch_impl's and tf_impl's (`common.core.trainer.Trainer`)."""
+fills the same contract as torch_impl's and tf_impl's (`common.core.train.trainer.Trainer`)."""
 
 import json
 import os
@@ -7,9 +7,9 @@ import signal
 
 import numpy as np
 
-from common.core import clocks, precision
-from common.core.memory import MemoryUse
-from common.core.strategies import ParallelDims
+from common.core.config.strategies import ParallelDims
+from common.core.measure import clocks, precision
+from common.core.measure.memory import MemoryUse
 from common.launch import environment
 
 

@@ -1,11 +1,13 @@
 """Valid metrics records for tests that need a run without training one: typed records
-(`common.core.records`) and the JSON objects a metrics file holds."""
+(`common.core.records.records`) and the JSON objects a metrics file holds."""
 
-from common.core import metrics, precision, provenance, recorder
-from common.core.config_io import load_config
-from common.core.metrics import MetricsWriter
-from common.core.record_json import to_json
-from common.core.records import Epoch, MemoryEntry, RunStart, Step
+from common.core.config.config_io import load_config
+from common.core.measure import precision
+from common.core.records import metrics, provenance
+from common.core.records.metrics import MetricsWriter
+from common.core.records.record_json import to_json
+from common.core.records.records import Epoch, MemoryEntry, RunStart, Step
+from common.core.run import recorder
 from common.launch.cluster import local_spec
 
 CFG = load_config(None, ["train.target_accuracy=0.9"])

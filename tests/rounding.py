@@ -9,7 +9,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from common.core import config_io
+from common.core.config import config_io
 from common.data import mnist
 from common.data.shard import TrainPlan
 from torch_impl.model import build_model

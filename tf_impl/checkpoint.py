@@ -1,7 +1,7 @@
 """Checkpoints with tf.train.Checkpoint, and the final model export.
 
-`save_checkpoint` writes into the folder `common.core.loop` gives it
-(`common.core.checkpoints` decides where, marks it complete with a manifest of
+`save_checkpoint` writes into the folder `common.core.train.loop` gives it
+(`common.core.run.checkpoints` decides where, marks it complete with a manifest of
 checksums, and verifies it before a resume). Every
 worker saves, since saving may run collectives: the chief into that folder, the others into
 temporary folders beside it, deleted again, as TensorFlow's multi-worker guide asks. Every
@@ -18,7 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from common.core import collectives
+from common.core.measure import collectives
 from tf_impl.dist import DistInfo, all_reduce_sum, barrier
 from tf_impl.model import get_weights
 

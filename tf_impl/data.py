@@ -17,9 +17,9 @@ from collections.abc import Iterator
 import numpy as np
 import tensorflow as tf
 
-from common.core import devices
-from common.core.config import Config
-from common.core.strategies import ParallelDims
+from common.core.config.config import Config
+from common.core.config.strategies import ParallelDims
+from common.core.measure import devices
 from common.data import mnist as common_data
 from common.data.shard import plans_for
 from tf_impl.dist import DistInfo
@@ -59,7 +59,7 @@ class TfData:
         self.iterators: list = []  # kept alive until exit: see `train_batches`
         # One op on each constant now: measured on MNIST, the process's RSS falls by 210 MiB
         # at the first op that reads them, and that should happen before the memory baseline
-        # (common.core.memory.BASELINE_AT) and not inside epoch 1's clock.
+        # (common.core.measure.memory.BASELINE_AT) and not inside epoch 1's clock.
         for held in (self.train_images, self.eval_images, self.train_labels, self.eval_labels):
             tf.reduce_sum(tf.cast(held, tf.float32)).numpy()
 

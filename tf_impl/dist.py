@@ -17,8 +17,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.eager import context
 
-from common.core import devices
-from common.core.config import Config
+from common.core.config.config import Config
+from common.core.measure import devices
 from common.launch import cluster, rendezvous
 
 COMMUNICATION = {
@@ -44,7 +44,8 @@ class DistInfo(cluster.RankView):
 
 
 def pick_device(cfg: Config, spec: cluster.ClusterSpec) -> tuple[str, str]:
-    """Make one device visible to this worker (`common.core.devices.place` decides which; ValueError
+    """Make one device visible to this worker (`common.core.measure.devices.place` decides which;
+    ValueError
     when it cannot work): the GPU of its local rank, or none."""
     gpus = tf.config.list_physical_devices("GPU")
     placed = devices.place(
@@ -63,7 +64,8 @@ def pick_device(cfg: Config, spec: cluster.ClusterSpec) -> tuple[str, str]:
 
 
 def set_threads(spec: cluster.ClusterSpec) -> dict[str, int]:
-    """Intra- and inter-op threads by `common.core.devices`' rule (the same as torch's side)."""
+    """Intra- and inter-op threads by `common.core.measure.devices`' rule (the same as torch's
+    side)."""
     intra = devices.threads_per_rank(spec, devices.available_cores())
     tf.config.threading.set_intra_op_parallelism_threads(intra)
     tf.config.threading.set_inter_op_parallelism_threads(devices.inter_op_threads(intra))

@@ -1,4 +1,5 @@
-"""The peak MFU divides by (`common.core.peak`): a square matmul timed on this worker's device and
+"""The peak MFU divides by (`common.core.measure.peak`): a square matmul timed on this worker's
+device and
 threads, at the run's compute precision."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-from common.core import peak
+from common.core.measure import peak
 
 DTYPES = {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}
 MAX_SIZE = {"CPU": 2048, "GPU": 8192}  # about 0.1 s on 2 CPU cores, milliseconds on a GPU

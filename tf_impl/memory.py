@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from common.core.memory import RSS_PEAK, MemoryUse, rss_bytes
+from common.core.measure.memory import RSS_PEAK, MemoryUse, rss_bytes
 
 
 def _bytes(variables) -> int:
@@ -42,7 +42,7 @@ def reset_peak(device: str) -> None:
 
 def peak(device: str) -> tuple[int, str]:
     """(bytes, what they count): TensorFlow's allocator peak on the GPU since the last reset,
-    else the process's peak resident set (`common.core.memory.RssPeak`)."""
+    else the process's peak resident set (`common.core.measure.memory.RssPeak`)."""
     if device.startswith("GPU"):
         used = tf.config.experimental.get_memory_info(device)["peak"]
         return int(used), "tf.config.experimental.get_memory_info peak"

@@ -19,8 +19,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from common.core import optim as common_optim
-from common.core.config import OptimConfig
+from common.core.config.config import OptimConfig
+from common.core.train import optim as common_optim
 
 
 class _CoupledWeightDecay:

@@ -16,7 +16,7 @@ import time
 
 import tensorflow as tf
 
-from common.core import config_io, strategies
+from common.core.config import config_io, strategies
 from common.launch import environment
 from common.tools import preflight
 from tf_impl import dist

@@ -10,7 +10,8 @@ so the loop is written out: `strategy.run` of a compiled step whose loss is
 
 from __future__ import annotations
 
-from common.core import cli, stops
+from common.core.config import cli
+from common.core.run import stops
 
 if __name__ == "__main__":  # --help in a second, before the framework is imported
     stops.defer_preemption()  # a SIGUSR1 from now on waits for the run's handler
@@ -24,11 +25,11 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import config as framework_config
 
-from common.core import main as main_body
-from common.core import precision
-from common.core.clocks import EpochMeanStepClock, HostStepClock
-from common.core.config import Config
-from common.core.trainer import TrainerBase
+from common.core.config.config import Config
+from common.core.measure import precision
+from common.core.measure.clocks import EpochMeanStepClock, HostStepClock
+from common.core.train import main as main_body
+from common.core.train.trainer import TrainerBase
 from common.launch.cluster import ClusterSpec
 from common.launch.rendezvous import RendezvousError
 from tf_impl import checkpoint, dist, gemm, memory
@@ -65,7 +66,8 @@ def make_train_step(
 ):
     """A compiled step; returns this worker's share of the global mean loss (the shares of all
     workers add up to the loss of the global batch). `fault`, a variable, multiplies the scaled
-    loss (inf forces an overflow; `common.core.precision.FORCE_OVERFLOW_VARIABLE`). `jit_compile`:
+    loss (inf forces an overflow; `common.core.measure.precision.FORCE_OVERFLOW_VARIABLE`).
+    `jit_compile`:
     the forward and backward pass go through XLA in a tf.function of their own; the all-reduce
     inside apply_gradients cannot (MWMS's collective ops run outside XLA clusters), so it and the
     update stay as they are. Without XLA the forward is traced straight into the step: batch
@@ -128,7 +130,8 @@ def evaluate(eval_step, data: TfData, info: dist.DistInfo) -> tuple[float, float
 
 
 class TfTrainer(TrainerBase):
-    """tf_impl's side of `common.core.trainer.Trainer`: what only TensorFlow knows, nothing else."""
+    """tf_impl's side of `common.core.train.trainer.Trainer`: what only TensorFlow knows, nothing
+    else."""
 
     framework = "tf"
     framework_version = str(tf.__version__)

@@ -23,7 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from common.core import config_io, devices
+from common.core.config import config_io
+from common.core.measure import devices
 from common.data import mnist
 from common.launch import environment
 from common.models import zoo

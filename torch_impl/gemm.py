@@ -1,4 +1,5 @@
-"""The peak MFU divides by (`common.core.peak`): a square matmul timed on this rank's device and
+"""The peak MFU divides by (`common.core.measure.peak`): a square matmul timed on this rank's
+device and
 threads, at the run's compute precision."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from collections.abc import Callable
 
 import torch
 
-from common.core import peak
+from common.core.measure import peak
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 MAX_SIZE = {"cpu": 2048, "cuda": 8192}  # about 0.1 s on 2 CPU cores, milliseconds on a GPU

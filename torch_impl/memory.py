@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 
-from common.core.memory import RSS_PEAK, MemoryUse, rss_bytes
+from common.core.measure.memory import RSS_PEAK, MemoryUse, rss_bytes
 
 
 def _local_bytes(tensor: torch.Tensor) -> int:
@@ -44,7 +44,7 @@ def reset_peak(device: torch.device) -> None:
 
 def peak(device: torch.device) -> tuple[int, str]:
     """(bytes, what they count): the allocator's peak on CUDA since the last reset (tensors
-    only), else the process's peak resident set (`common.core.memory.RssPeak`)."""
+    only), else the process's peak resident set (`common.core.measure.memory.RssPeak`)."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device), "torch.cuda.max_memory_allocated"
     return RSS_PEAK.read()

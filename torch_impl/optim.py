@@ -1,4 +1,4 @@
-"""The optimizer of `optim.name` with the shared constants of `common.core.optim`."""
+"""The optimizer of `optim.name` with the shared constants of `common.core.train.optim`."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from collections.abc import Iterable
 
 import torch
 
-from common.core import optim as common_optim
-from common.core.config import OptimConfig
-from common.core.strategies import Strategy
+from common.core.config.config import OptimConfig
+from common.core.config.strategies import Strategy
+from common.core.train import optim as common_optim
 
 # torch 2.13 has `fused` for Adam and SGD (CPU and CUDA; their docs), not for Adadelta
 # (inspect.signature in the venv); DTensor, which fsdp2's parameters are, has sharding rules for

@@ -1,4 +1,5 @@
-"""Build the model for `torch.strategy`: one function per strategy of `common.core.strategies`
+"""Build the model for `torch.strategy`: one function per strategy of
+`common.core.config.strategies`
 (single, ddp, fsdp2: fully_shard, fsdp1: FSDP, hsdp: fully_shard on a replicas x shards mesh).
 
 fsdp2 shards the model while it is still on the meta device and then materializes only each
@@ -40,9 +41,9 @@ from torch.distributed.fsdp.wrap import lambda_auto_wrap_policy
 from torch.distributed.tensor import DTensor, distribute_tensor
 from torch.nn.parallel import DistributedDataParallel
 
-from common.core import strategies
-from common.core.config import Config
-from common.core.strategies import ParallelDims
+from common.core.config import strategies
+from common.core.config.config import Config
+from common.core.config.strategies import ParallelDims
 from common.launch.cluster import ClusterSpec
 from common.models import zoo
 from torch_impl.model import (
@@ -67,7 +68,7 @@ def resolve_strategy(cfg: Config, world_size: int) -> Config:
 
 def check_options(cfg: Config, spec: ClusterSpec, cuda: bool) -> None:
     """Raise ValueError for torch options that do not combine, naming the fix: what the
-    strategy refuses (`common.core.strategies`), its mesh on this world, the optimizer's
+    strategy refuses (`common.core.config.strategies`), its mesh on this world, the optimizer's
     update kernels, and pinned memory without CUDA."""
     options = cfg.torch
     name = strategies.resolve("torch", options.strategy, spec.world_size)
@@ -187,7 +188,7 @@ def _fsdp1(cfg: Config, device: torch.device, dims: ParallelDims) -> nn.Module:
     )
 
 
-# One function per strategy of `common.core.strategies` (a test keeps the names equal).
+# One function per strategy of `common.core.config.strategies` (a test keeps the names equal).
 APPLY: dict[str, Callable[[Config, torch.device, ParallelDims], nn.Module]] = {
     "single": _single,
     "ddp": _ddp,

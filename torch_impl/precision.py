@@ -1,7 +1,7 @@
 """Mixed precision on every torch strategy, loss scaling under fp16, and TF32.
 
 What a strategy does with `torch.mixed_precision` follows from its registry entry
-(`common.core.strategies`; `common.core.precision.numerics` records the meaning):
+(`common.core.config.strategies`; `common.core.measure.precision.numerics` records the meaning):
   precision_by autocast   `torch.autocast` around the forward: fp32 parameters, low-precision
                           compute, fp32 gradients (DDP reduces those). single, ddp.
   precision_by wrapper    the wrapper's policy (torch_impl.parallel): fully_shard's
@@ -33,9 +33,9 @@ import torch
 from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 from torch.distributed.tensor import DTensor
 
-from common.core import precision
-from common.core.config import Config
-from common.core.strategies import Strategy
+from common.core.config.config import Config
+from common.core.config.strategies import Strategy
+from common.core.measure import precision
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 

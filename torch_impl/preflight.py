@@ -16,7 +16,7 @@ import time
 import torch
 import torch.distributed as torch_dist
 
-from common.core import config_io, strategies
+from common.core.config import config_io, strategies
 from common.launch import environment
 from common.tools import preflight
 from torch_impl import dist

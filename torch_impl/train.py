@@ -8,7 +8,8 @@ Start it with torchrun, srun or `python -m common.launch --nproc N --`: the same
 
 from __future__ import annotations
 
-from common.core import cli, stops
+from common.core.config import cli
+from common.core.run import stops
 
 if __name__ == "__main__":  # --help in a second, before the framework is imported
     stops.defer_preemption()  # a SIGUSR1 from now on waits for the run's handler
@@ -22,11 +23,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from common.core import failures, precision
-from common.core import main as main_body
-from common.core.clocks import HostStepClock
-from common.core.config import Config
-from common.core.trainer import TrainerBase
+from common.core.config.config import Config
+from common.core.measure import precision
+from common.core.measure.clocks import HostStepClock
+from common.core.run import failures
+from common.core.train import main as main_body
+from common.core.train.trainer import TrainerBase
 from common.launch.cluster import ClusterSpec
 from torch_impl import checkpoint, dist, gemm, memory
 from torch_impl.data import TorchData, build_dataset
@@ -103,7 +105,8 @@ def evaluate(model, data: TorchData, info: dist.DistInfo, amp: Amp) -> tuple[flo
 
 
 class TorchTrainer(TrainerBase):
-    """torch_impl's side of `common.core.trainer.Trainer`: what only torch knows, nothing else."""
+    """torch_impl's side of `common.core.train.trainer.Trainer`: what only torch knows, nothing
+    else."""
 
     framework = "torch"
     framework_version = str(torch.__version__)

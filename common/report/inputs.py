@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from common.core.metrics import METRICS_FILENAME, quote, scan
-from common.core.records import RunStart
+from common.core.records.metrics import METRICS_FILENAME, quote, scan
+from common.core.records.records import RunStart
 from common.report.runs import RecordedRun, mixed_runs
 
 

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from common.core import strategies
+from common.core.config import strategies
 from common.report.runs import RecordedRun
 
 # Every registered strategy has its fixed look, the same in every report; others follow.

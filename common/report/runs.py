@@ -11,11 +11,20 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from common.core.config import HOW_NOT_WHAT, TfConfig, TorchConfig, is_listed
-from common.core.config_io import flatten
-from common.core.recorder import time_to_target
-from common.core.records import Epoch, Launch, Record, Resume, RunEnd, RunStart, Step, launches
-from common.core.resume import conflicts, identity
+from common.core.config.config import HOW_NOT_WHAT, TfConfig, TorchConfig, is_listed
+from common.core.config.config_io import flatten
+from common.core.records.records import (
+    Epoch,
+    Launch,
+    Record,
+    Resume,
+    RunEnd,
+    RunStart,
+    Step,
+    launches,
+)
+from common.core.run.recorder import time_to_target
+from common.core.run.resume import conflicts, identity
 
 # What is not compared between runs: how they were launched, recorded or analysed, and the
 # framework sections (torch.*, tf.*), which are not compared across frameworks; they tell rows

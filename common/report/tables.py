@@ -99,7 +99,7 @@ def footnotes(rows: list[Row], target: float | None = None) -> list[str]:
         "(torch.compile, XLA) and warm-up, kept out of the epoch times",
         "MFU % = samples/s x training FLOPs per sample (6 x forward multiply-accumulates, from "
         "the model definition) / the ranks' summed peak, each a GEMM measured on its device and "
-        "threads at the run's precision (common.core.peak)",
+        "threads at the run's precision (common.core.measure.peak)",
         "scaling eff % = samples/s / (workers x samples/s of the same framework's 1-worker "
         "run): strong scaling with a global batch, weak scaling with a per-rank batch",
         "state MiB/rank = parameters + gradients + optimizer state held by one rank (exact bytes)",

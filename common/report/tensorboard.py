@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from common.core.records import Epoch
+from common.core.records.records import Epoch
 from common.report.runs import MIB, RecordedRun
 
 EPOCH_TAGS: dict[str, Callable[[Epoch], float]] = {

@@ -22,8 +22,9 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from common.core import frameworks, strategies
-from common.core.progress import TERMINAL_EVERY_S
+from common.core.config import strategies
+from common.core.train import frameworks
+from common.core.train.progress import TERMINAL_EVERY_S
 from common.tools.measure import BATCH, SPREAD_WARNING, baselines, launched, progress_cost
 
 # variant -> (samples/s, {"mfu": training MFU, "eval": evaluation MFU} or {})
@@ -103,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--strategies",
         default=",".join(strategies.names()),
-        help="strategies of any framework (common.core.strategies); each framework runs those "
-        "it has",
+        help="strategies of any framework (common.core.config.strategies); each framework runs "
+        "those it has",
     )
     parser.add_argument("--pipelines", default="tensor,loader")
     parser.add_argument(
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         "(MFU: training, eval MFU: the evaluation's forward passes, both against the ranks' "
-        "summed GEMM peak, common.core.peak)"
+        "summed GEMM peak, common.core.measure.peak)"
     )
     print(
         "(median of the repeats; spread = (max - min) / median; vs plain: against the same "

@@ -9,9 +9,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common.core import frameworks, metrics
-from common.core.progress import TERMINAL_EVERY_S, Progress
-from common.core.records import METRICS_FILENAME, Epoch
+from common.core.records import metrics
+from common.core.records.records import METRICS_FILENAME, Epoch
+from common.core.train import frameworks
+from common.core.train.progress import TERMINAL_EVERY_S, Progress
 from common.data import mnist
 
 BATCH = 64

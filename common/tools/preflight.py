@@ -25,8 +25,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common.core import collectives, devices, frameworks, metrics
-from common.core.records import METRICS_FILENAME, Epoch, RunEnd
+from common.core.measure import collectives, devices
+from common.core.records import metrics
+from common.core.records.records import METRICS_FILENAME, Epoch, RunEnd
+from common.core.train import frameworks
 
 MARK = "PREFLIGHT "
 SIZES = [8 * 8**k for k in range(8)] + [64 * 2**20]  # 8 B, 64 B, ... 16 MiB, 64 MiB
@@ -52,7 +54,7 @@ def bandwidth_row(size_bytes: int, seconds: float, world_size: int) -> dict[str,
 
 def cpu_precisions() -> list[str]:
     """The precisions a CPU rank trains in the preflight: fp32, and bf16 where the CPU has its
-    instructions (`common.core.devices.emulated_on_cpu`); an emulated one would take minutes
+    instructions (`common.core.measure.devices.emulated_on_cpu`); an emulated one would take minutes
     and measure the emulation."""
     return ["none"] + [p for p in ("bf16",) if not devices.emulated_on_cpu(p)]
 

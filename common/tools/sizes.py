@@ -21,7 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from common.core import frameworks, strategies
+from common.core.config import strategies
+from common.core.train import frameworks
 from common.models.sizes import size_overrides
 
 SWEEP_DEFAULTS = ["data.name=synthetic", "optim.name=sgd", "optim.lr=0.01"]
@@ -46,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--strategies",
         default="single,ddp,fsdp1,fsdp2,mwms",
-        help="strategies of any framework (common.core.strategies); each framework runs those "
-        "it has",
+        help="strategies of any framework (common.core.config.strategies); each framework runs "
+        "those it has",
     )
     parser.add_argument("--frameworks", default="torch,tf")
     parser.add_argument("--nproc", type=int, default=2, help="ranks of the distributed cells")

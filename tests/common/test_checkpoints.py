@@ -1,12 +1,13 @@
-"""Checkpoint folders (common.core.checkpoints) and whether a launch may go on with a run
-(common.core.resume): real files, flipped bytes, configs that differ."""
+"""Checkpoint folders (common.core.run.checkpoints) and whether a launch may go on with a run
+(common.core.run.resume): real files, flipped bytes, configs that differ."""
 
 import json
 
 import pytest
 
-from common.core import checkpoints, config_io, resume
-from common.core.cli import RunOptions
+from common.core.config import config_io
+from common.core.config.cli import RunOptions
+from common.core.run import checkpoints, resume
 from common.launch import environment
 
 SPEC = environment.from_environment({})  # one local process, no SLURM job

@@ -1,11 +1,12 @@
-"""Rows and texts travel as float64 sums (`common.core.collectives`); here 3 ranks are 3 threads
+"""Rows and texts travel as float64 sums (`common.core.measure.collectives`); here 3 ranks are 3
+threads
 whose all-reduce is a real sum over what each of them sent."""
 
 import threading
 
 import numpy as np
 
-from common.core import collectives
+from common.core.measure import collectives
 
 
 def on_ranks(world, work):

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from common.core import config_io
-from common.core.config import Config
+from common.core.config import config_io
+from common.core.config.config import Config
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

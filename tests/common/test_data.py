@@ -144,7 +144,7 @@ def test_staging_copies_to_node_local_disk_once_and_replaces_a_broken_copy(tmp_p
 
 
 def test_a_run_reads_its_data_from_the_stage_dir(tmp_path, monkeypatch):
-    from common.core import config_io
+    from common.core.config import config_io
     from common.data import mnist
 
     monkeypatch.setenv("NODE_SCRATCH", str(tmp_path))

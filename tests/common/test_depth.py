@@ -45,6 +45,6 @@ def test_main_reaches_train_step_in_at_most_5_frames(module, tmp_path):
         if Path(filename).is_relative_to(REPO) and ".venv" not in Path(filename).parts
     ]
     assert stack[-1][1] == "train_step"  # the probe, standing in for the trainer's own
-    start = ours.index(("common/core/main.py", "main"))
+    start = ours.index(("common/core/train/main.py", "main"))
     frames = [*ours[start:], tuple(stack[-1])]  # from main to train_step, both counted
     assert len(frames) <= MOST_FRAMES, frames

@@ -1,9 +1,10 @@
-"""The device and thread decisions (`common.core.devices`), with faked device counts and faked
+"""The device and thread decisions (`common.core.measure.devices`), with faked device counts and
+faked
 launch environments: what a GPU node or a SLURM step would show, without one."""
 
 import pytest
 
-from common.core import devices
+from common.core.measure import devices
 from common.launch import environment
 from tests.common.test_cluster import slurm_env
 
@@ -104,7 +105,7 @@ def test_task_sh_gives_each_task_its_own_gpu_and_leaves_extra_tasks_unbound():
 
 
 def test_auto_eval_batch_is_each_frameworks_fastest_on_the_device_and_is_recorded():
-    from common.core import config_io
+    from common.core.config import config_io
 
     auto = config_io.load_config(None, [])
     assert auto.train.eval_batch_size == 0

@@ -4,7 +4,7 @@ rank's failure (torch.distributed.checkpoint's CheckpointException keeps `failur
 
 import errno
 
-from common.core import failures
+from common.core.run import failures
 
 
 class Wrapper(BaseException):

@@ -52,9 +52,39 @@ def test_imports_only_go_down():
     assert not upward, "\n".join(sorted(upward))
 
 
+# common.core's own subpackages, by job, whose imports only go down as well.
+CORE_LAYERS = {"config": 0, "records": 1, "measure": 2, "run": 3, "train": 4}
+
+
+def test_common_core_is_grouped_by_job_and_its_imports_go_down():
+    core = COMMON / "core"
+    assert {path.name for path in core.iterdir() if path.suffix == ".py"} == {"__init__.py"}
+    assert {p.name for p in core.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(
+        CORE_LAYERS
+    )
+    upward = []
+    for path in core.rglob("*.py"):
+        package = path.relative_to(core).parts[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            for name in names:
+                parts = name.split(".")
+                if parts[:2] != ["common", "core"] or len(parts) < 3 or parts[2] == package:
+                    continue
+                if CORE_LAYERS.get(parts[2], -1) >= CORE_LAYERS[package]:
+                    upward.append(f"{path.relative_to(COMMON.parent)} imports {name}")
+    assert not upward, "\n".join(sorted(set(upward)))
+
+
 def test_common_imports_no_framework():
     modules = common_modules()
-    assert {"common.core.config", "common.data.mnist", "common.launch.cluster"} <= set(modules)
+    assert {"common.core.config.config", "common.data.mnist", "common.launch.cluster"} <= set(
+        modules
+    )
     probe = (
         f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
         "print(sorted(m for m in ('torch', 'tensorflow', 'keras') if m in sys.modules))"

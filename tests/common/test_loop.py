@@ -1,4 +1,4 @@
-"""The epoch driver (`common.core.loop`) with a third, framework-free trainer: a numpy softmax
+"""The epoch driver (`common.core.train.loop`) with a third, framework-free trainer: a numpy softmax
 regression that fills the same contract as torch_impl's and tf_impl's. Its resume, stop rules,
 preemption, step records and failures are the driver's, so they are tested here once."""
 
@@ -8,8 +8,11 @@ import signal
 import numpy as np
 import pytest
 
-from common.core import clocks, config_io, loop, stops
-from common.core.cli import RunOptions
+from common.core.config import config_io
+from common.core.config.cli import RunOptions
+from common.core.measure import clocks
+from common.core.run import stops
+from common.core.train import loop
 from tests.numpy_trainer import NumpyTrainer
 from tests.records import read_metrics
 from tests.schema_check import check_file

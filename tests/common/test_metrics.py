@@ -2,9 +2,10 @@ import json
 
 import pytest
 
-from common.core import console, metrics, record_json, recorder
-from common.core.clocks import percentiles
-from common.core.records import SCHEMA_VERSION
+from common.core.measure.clocks import percentiles
+from common.core.records import console, metrics, record_json
+from common.core.records.records import SCHEMA_VERSION
+from common.core.run import recorder
 from tests.records import CFG, epoch, epoch_record, read_metrics, start, start_record, write_run
 
 

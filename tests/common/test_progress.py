@@ -3,7 +3,7 @@ and its time handed back to the caller's clock."""
 
 import io
 
-from common.core.progress import Progress, duration
+from common.core.train.progress import Progress, duration
 
 
 class Terminal(io.StringIO):

@@ -1,18 +1,19 @@
-"""The published JSON Schema is what common.core.metrics checks, and real records pass it."""
+"""The published JSON Schema is what common.core.records.metrics checks, and real records pass
+it."""
 
 import json
 
 import jsonschema
 import pytest
 
-from common.core import schema
+from common.core.records import schema
 from tests.records import epoch_record, start_record, write_run
 from tests.schema_check import SCHEMA_FILE, VALIDATOR, check_file
 
 
 def test_the_published_file_is_what_common_metrics_defines():
-    assert SCHEMA_FILE.read_text() == schema.text(), "run: python -m common.core.schema > " + str(
-        SCHEMA_FILE
+    assert SCHEMA_FILE.read_text() == schema.text(), (
+        "run: python -m common.core.records.schema > " + str(SCHEMA_FILE)
     )
     jsonschema.Draft202012Validator.check_schema(json.loads(SCHEMA_FILE.read_text()))
 

@@ -4,7 +4,7 @@ and the series compare.py draws."""
 import numpy as np
 import pytest
 
-from common.core import config_io
+from common.core.config import config_io
 from common.data import mnist, synthetic
 from common.data.config import DataConfig
 from common.models import layouts, sizes, weights, zoo

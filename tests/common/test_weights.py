@@ -4,7 +4,7 @@ import time
 import numpy as np
 import pytest
 
-from common.core import peak
+from common.core.measure import peak
 from common.data import mnist
 from common.models import layouts, weights, zoo
 from common.models.config import ModelConfig

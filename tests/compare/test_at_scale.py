@@ -5,7 +5,7 @@ differences, and how many more there were."""
 import pytest
 
 import compare
-from common.core.config_io import load_config
+from common.core.config.config_io import load_config
 from common.report import plots
 from tests.records import write_run
 

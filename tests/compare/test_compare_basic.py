@@ -4,7 +4,7 @@ import shutil
 import pytest
 
 import compare
-from common.core.config_io import load_config
+from common.core.config.config_io import load_config
 from tests.records import start_record, write_run
 
 
@@ -177,7 +177,7 @@ def test_runs_of_different_layouts_are_rows_of_their_own(tmp_path):
     """1 node x 2 ranks and 2 nodes x 1 rank measure different things (no network, or one)."""
     import dataclasses
 
-    from common.core import metrics
+    from common.core.records import metrics
     from common.report.rows import rows_for
     from common.report.runs import RecordedRun
 

@@ -6,7 +6,7 @@ failed on that folder for good)."""
 import subprocess
 import sys
 
-from common.core import metrics
+from common.core.records import metrics
 from tests.launching import runner
 
 SETTINGS = [

@@ -6,7 +6,7 @@ GPUs; and dist.deterministic's promise: bitwise repeats and resumes. Never run o
 import numpy as np
 import pytest
 
-from common.core.precision import FORCE_OVERFLOW_VARIABLE, LOSS_SCALE_INIT
+from common.core.measure.precision import FORCE_OVERFLOW_VARIABLE, LOSS_SCALE_INIT
 from tests.gpu.checks import assert_a_filled_gpu_run, records
 from tests.launching import runner
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from common.core.precision import FORCE_OVERFLOW_VARIABLE, LOSS_SCALE_INIT
+from common.core.measure.precision import FORCE_OVERFLOW_VARIABLE, LOSS_SCALE_INIT
 from tests.gpu.checks import assert_a_filled_gpu_run, records
 from tests.launching import runner
 

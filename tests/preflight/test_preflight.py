@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from common.core import devices
+from common.core.measure import devices
 from common.tools import preflight
 
 # bf16 is trained only where the CPU has its instructions; elsewhere it is named as emulated

@@ -1,13 +1,13 @@
 """torch_impl and tf_impl are mirror images: the same public names and parameters in dist,
-memory, checkpoint and gemm (that both fill `common.core.contract` is mypy's to check, in make
+memory, checkpoint and gemm (that both fill `common.core.run.contract` is mypy's to check, in make
 lint), and the same batches from both sides' data."""
 
 import inspect
 
 import pytest
 
-from common.core import config_io
-from common.core.strategies import ParallelDims
+from common.core.config import config_io
+from common.core.config.strategies import ParallelDims
 from common.launch import cluster
 from tf_impl import checkpoint as tf_checkpoint
 from tf_impl import dist as tf_dist

@@ -5,7 +5,7 @@ the CPU, and TF32 set and recorded."""
 import numpy as np
 import pytest
 
-from common.core.precision import FORCE_OVERFLOW_VARIABLE, LOSS_SCALE_INIT
+from common.core.measure.precision import FORCE_OVERFLOW_VARIABLE, LOSS_SCALE_INIT
 from tests.records import read_metrics
 
 FP16 = ["tf.mixed_precision=fp16", "dist.timeout_s=20"]

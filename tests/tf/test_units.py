@@ -7,9 +7,9 @@ import tensorflow as tf
 import torch
 
 import torch_impl.optim as torch_optim
-from common.core import config_io
-from common.core.config import OptimConfig
-from common.core.strategies import ParallelDims
+from common.core.config import config_io
+from common.core.config.config import OptimConfig
+from common.core.config.strategies import ParallelDims
 from common.data.mnist import normalize
 from common.launch.cluster import local_spec
 from common.models import zoo

@@ -10,7 +10,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from common.core import config_io
+from common.core.config import config_io
 from torch_impl.model import build_model
 
 

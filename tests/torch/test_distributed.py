@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from common.core import console, metrics, record_json
+from common.core.records import console, metrics, record_json
 from common.launch.local import rank_environments
 from common.report.runs import RecordedRun
 from tests.launching import kill_second_rank_mid_training

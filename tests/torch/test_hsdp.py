@@ -4,7 +4,7 @@ trains the same steps as DDP and FSDP2 on the same 4 ranks."""
 import pytest
 import torch
 
-from common.core import strategies
+from common.core.config import strategies
 from tests.records import read_metrics
 from torch_impl.parallel import APPLY
 

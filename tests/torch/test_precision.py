@@ -5,7 +5,7 @@ under autocast and FSDP, and TF32 set and recorded."""
 import pytest
 import torch
 
-from common.core.precision import FORCE_OVERFLOW_VARIABLE, LOSS_SCALE_INIT
+from common.core.measure.precision import FORCE_OVERFLOW_VARIABLE, LOSS_SCALE_INIT
 from tests.records import read_metrics
 from torch_impl.precision import apply_tf32
 

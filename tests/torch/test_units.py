@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from common.core import config_io, strategies
-from common.core.optim import learning_rate
-from common.core.strategies import ParallelDims
+from common.core.config import config_io, strategies
+from common.core.config.strategies import ParallelDims
+from common.core.train.optim import learning_rate
 from common.data.mnist import normalize
 from common.launch.cluster import local_spec
 from common.models import zoo
@@ -221,7 +221,7 @@ def test_the_gemm_peak_is_not_below_what_the_cnn_s_own_convolution_reaches(threa
     short call slips between another process's time slices where a long one cannot; CI, at
     load 1.5 on 2 cores, once read a 2-thread peak 25% below conv2 timed 8 ms at a time), and
     the peak is the best of up to 3 probes, as the cache keeps the highest one measured."""
-    from common.core import peak
+    from common.core.measure import peak
     from torch_impl import gemm
 
     images = torch.randn(64, 32, 26, 26).contiguous(memory_format=torch.channels_last)

@@ -10,7 +10,7 @@ import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
 from torch.distributed.tensor import DTensor, Shard
 
-from common.core import config_io, strategies
+from common.core.config import config_io, strategies
 from torch_impl.parallel import build_parallel
 
 PREFIX = "_fsdp_wrapped_module."

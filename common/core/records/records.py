@@ -10,7 +10,8 @@ the chief only.
   RunEnd    once per launch: status, totals, time to target accuracy
 
 Each field says what it means and its unit (`doc`); the published JSON Schema
-(`common.core.schema`, docs/metrics.schema.json) and the reader's checks (`common.core.record_json`)
+(`common.core.records.schema`, docs/metrics.schema.json) and the reader's checks
+(`common.core.records.record_json`)
 are both generated from these classes. A field marked `added` came after version 1 was
 published: the suite always writes it, and a reader accepts files written before it (None).
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field
 from typing import Any, ClassVar, Literal
 
-from common.core import strategies
+from common.core.config import strategies
 
 SCHEMA_VERSION = 1
 METRICS_FILENAME = "metrics.jsonl"
@@ -61,7 +62,7 @@ class RunStart:
         "versions of python, numpy and the framework's libraries (CUDA, NCCL, Keras ...)"
     )
     strategy: str = doc(
-        "the strategy that ran (common.core.strategies)", choices=strategies.names()
+        "the strategy that ran (common.core.config.strategies)", choices=strategies.names()
     )
     model: str = doc("the model's name (common.models)")
     dataset: str = doc("mnist, or synthetic (data.name)")
@@ -92,7 +93,7 @@ class RunStart:
     )
     threads: dict[str, int] | None = doc(
         "the chief's intra_op and inter_op thread counts (the same rule on both sides: the "
-        "rank's share of its cores, common.core.devices)",
+        "rank's share of its cores, common.core.measure.devices)",
         added=True,
     )
     model_params: int | None = doc(
@@ -199,7 +200,7 @@ class Epoch:
     )
     peak_flops: float | None = doc(
         "FLOP/s: the sum over ranks of each rank's measured GEMM peak at the run's precision "
-        "(common.core.peak, cached per host)",
+        "(common.core.measure.peak, cached per host)",
         added=True,
     )
     mfu: float | None = doc(
@@ -238,7 +239,7 @@ Record = RunStart | Resume | Step | Epoch | RunEnd
 KINDS: dict[str, type[Record]] = {
     kind.KIND: kind for kind in (RunStart, Resume, Step, Epoch, RunEnd)
 }
-# The sections every resolved config has (common.core.config.Config).
+# The sections every resolved config has (common.core.config.config.Config).
 CONFIG_SECTIONS = ("data", "model", "optim", "train", "dist", "output", "torch", "tf")
 
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import yaml
 
-from common.core import checkpoints, liveness
-from common.core.cli import RunOptions
-from common.core.config import HOW_NOT_WHAT, is_listed
-from common.core.config_io import CONFIG_FILENAME, flatten
-from common.core.records import METRICS_FILENAME
+from common.core.config.cli import RunOptions
+from common.core.config.config import HOW_NOT_WHAT, is_listed
+from common.core.config.config_io import CONFIG_FILENAME, flatten
+from common.core.records.records import METRICS_FILENAME
+from common.core.run import checkpoints, liveness
 from common.launch.cluster import ClusterSpec, unique_stamp
 
 # Written into a run folder when it is created: which launch made it. A SLURM job may only go

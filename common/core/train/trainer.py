@@ -1,4 +1,4 @@
-"""`TrainerBase`: the half of the `Trainer` contract (`common.core.contract`) that both
+"""`TrainerBase`: the half of the `Trainer` contract (`common.core.run.contract`) that both
 frameworks fill the same way, by calling their `dist`, `memory`, `checkpoint` and `gemm`
 modules; each side's `train.py` adds only what its framework alone knows: building the model,
 one step, evaluation, and what its errors mean.
@@ -12,11 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from common.core import failures, peak, precision, strategies
-from common.core.clocks import HostStepClock, StepClock
-from common.core.config import Config
-from common.core.contract import Checkpoints, DataSource, Dist, Gemm, Memory
-from common.core.memory import MemoryUse
+from common.core.config import strategies
+from common.core.config.config import Config
+from common.core.measure import peak, precision
+from common.core.measure.clocks import HostStepClock, StepClock
+from common.core.measure.memory import MemoryUse
+from common.core.run import failures
+from common.core.run.contract import Checkpoints, DataSource, Dist, Gemm, Memory
 
 
 class TrainerBase:
@@ -79,7 +81,7 @@ class TrainerBase:
 
     def take_memory_baseline(self) -> None:
         """Call in build() after the data and before the model
-        (`common.core.memory.BASELINE_AT`)."""
+        (`common.core.measure.memory.BASELINE_AT`)."""
         self.memory_baseline = self.memory.baseline(self.info.device)
 
     def memory_use(self) -> MemoryUse:
@@ -88,7 +90,8 @@ class TrainerBase:
         )
 
     def shared_numerics(self, *, loss_scaling: bool) -> dict[str, Any]:
-        """What both sides record of their arithmetic (`common.core.precision.numerics`), the
+        """What both sides record of their arithmetic (`common.core.measure.precision.numerics`),
+        the
         strategy's gradient exchange and mesh, and how batch normalization computes."""
         section = getattr(self.cfg, self.framework)
         return {
@@ -132,7 +135,7 @@ class TrainerBase:
         return None
 
     def describe_failure(self, failure: BaseException) -> str:
-        """run_end's error: this rank, then the root cause first (`common.core.failures`)."""
+        """run_end's error: this rank, then the root cause first (`common.core.run.failures`)."""
         cause = failures.describe(failure)
         lost = self.lost_peer(failure)
         if lost is None:

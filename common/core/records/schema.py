@@ -1,7 +1,7 @@
 """The metrics schema published as JSON Schema (draft 2020-12) with units, generated from the
-record dataclasses of `common.core.records`, so that other tools can read the runs:
+record dataclasses of `common.core.records.records`, so that other tools can read the runs:
 
-    python -m common.core.schema > docs/metrics.schema.json
+    python -m common.core.records.schema > docs/metrics.schema.json
 
 tests/common/test_schema.py keeps the file equal to what this module builds, and validates real
 runs' records against it with `jsonschema`.
@@ -15,7 +15,7 @@ import types
 import typing
 from typing import Any
 
-from common.core.records import CONFIG_SECTIONS, KINDS, SCHEMA_VERSION, MemoryEntry
+from common.core.records.records import CONFIG_SECTIONS, KINDS, SCHEMA_VERSION, MemoryEntry
 
 JSON_TYPES = {
     bool: "boolean",

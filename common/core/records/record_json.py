@@ -1,6 +1,6 @@
 """Records as JSON objects and back: the one serializer (`to_json`) and the reader that checks
 every field against its dataclass (`from_json`), naming file, line and field of what is wrong.
-`common.core.metrics` reads and writes them in files."""
+`common.core.records.metrics` reads and writes them in files."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import types
 import typing
 from typing import Any
 
-from common.core.records import CONFIG_SECTIONS, KINDS, SCHEMA_VERSION, Record
+from common.core.records.records import CONFIG_SECTIONS, KINDS, SCHEMA_VERSION, Record
 
 JSON_NAMES = {bool: "bool", int: "int", float: "int or float", str: "str", type(None): "null"}
 

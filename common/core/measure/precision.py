@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from common.core.collectives import AllReduceSum, gather_rows
-from common.core.records import Epoch
+from common.core.measure.collectives import AllReduceSum, gather_rows
+from common.core.records.records import Epoch
 from common.models import weights, zoo
 
 # Dynamic loss scaling under fp16, the same on both sides (torch's GradScaler starts at 2**16,
@@ -25,7 +25,7 @@ LOSS_SCALE_GROWTH_INTERVAL = 2000
 
 LOW = {"none": "fp32", "bf16": "bf16", "fp16": "fp16"}
 # Replica digests are integer sums of the weights' bit patterns, taken modulo 2**52 so that
-# they travel exactly through a float64 all-reduce (common.core.collectives).
+# they travel exactly through a float64 all-reduce (common.core.measure.collectives).
 DIGEST_MODULUS = 2**52
 
 # "<rank>:<step>[,<rank>:<step>...]": that rank's gradients become infinite at the step-th
@@ -85,7 +85,7 @@ def forced_overflow_steps(rank: int, env: Mapping[str, str] | None = None) -> fr
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ReplicaState:
-    """What the epoch record says of the replicas (`common.core.records.Epoch`)."""
+    """What the epoch record says of the replicas (`common.core.records.records.Epoch`)."""
 
     in_sync: bool | None
     """Every rank holds the same weights; None where ranks hold shards."""

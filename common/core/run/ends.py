@@ -4,8 +4,8 @@ Only the chief writes metrics.jsonl; when it was killed or stopped, whoever outl
 the run_end instead: a surviving rank, the local launcher, the SLURM batch script or the
 torchrun agent. `<run>/.end-lock` lets one of them write it, and only while the launch has none.
 
-    python -m common.core.ends RUN_DIR --error "why"   (appends one only if it is missing)
-    python -m common.core.ends --note FILE --error "why" (FILE holds RUN_DIR, as the chief wrote)
+    python -m common.core.run.ends RUN_DIR --error "why"     (appends one only when missing)
+    python -m common.core.run.ends --note FILE --error "why"  (FILE: RUN_DIR, as the chief wrote)
 """
 
 from __future__ import annotations
@@ -20,10 +20,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from common.core import liveness, provenance
-from common.core.metrics import MetricsWriter, scan
-from common.core.recorder import diverged_at, time_to_target
-from common.core.records import METRICS_FILENAME, Epoch, Launch, Record, Resume, RunEnd, launches
+from common.core.records import provenance
+from common.core.records.metrics import MetricsWriter, scan
+from common.core.records.records import (
+    METRICS_FILENAME,
+    Epoch,
+    Launch,
+    Record,
+    Resume,
+    RunEnd,
+    launches,
+)
+from common.core.run import liveness
+from common.core.run.recorder import diverged_at, time_to_target
 
 END_LOCK = ".end-lock"
 WAIT_S = 10.0  # for another writer of the run_end; a stopped one is not waited for longer
@@ -141,7 +150,7 @@ def end_for_chief(run_dir: Path, chief_pid: int, error: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m common.core.ends",
+        prog="python -m common.core.run.ends",
         description="Append the run_end a launch is missing (its chief died or hung).",
     )
     parser.add_argument("run_dir", nargs="?", help="the run folder")

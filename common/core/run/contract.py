@@ -1,8 +1,9 @@
-"""The contracts between the epoch driver (`common.core.loop`) and a framework, in types: what
+"""The contracts between the epoch driver (`common.core.train.loop`) and a framework, in types: what
 a framework's trainer hands the driver (`Trainer`), and what the modules each framework writes
 once per side provide (`Dist`, `Memory`, `Checkpoints`, `Gemm`: torch_impl's and tf_impl's
 `dist`, `memory`, `checkpoint` and `gemm` modules, checked against these by mypy in make lint),
-and its data (`DataSource`). `common.core.trainer.TrainerBase` fills the trainer's half that is
+and its data (`DataSource`). `common.core.train.trainer.TrainerBase` fills the trainer's half that
+is
 the same on both sides by calling the modules.
 
 Framework objects (a device, a model, an optimizer, a framework's DistInfo) are `Any` here:
@@ -17,10 +18,10 @@ from typing import Any, Protocol, SupportsFloat
 
 import numpy as np
 
-from common.core.clocks import StepClock
-from common.core.memory import MemoryUse
-from common.core.peak import Probe
-from common.core.strategies import ParallelDims
+from common.core.config.strategies import ParallelDims
+from common.core.measure.clocks import StepClock
+from common.core.measure.memory import MemoryUse
+from common.core.measure.peak import Probe
 from common.data.shard import TrainPlan
 from common.launch.cluster import ClusterSpec
 
@@ -88,7 +89,7 @@ class Trainer(Protocol):
     """"torch" or "tf", as the run_start record names it."""
     framework_version: str
     strategy: str
-    """The strategy's name (`common.core.strategies`)."""
+    """The strategy's name (`common.core.config.strategies`)."""
     dims: ParallelDims
     """How the ranks divide the work; the global batch is split over `dims.dp_size` ranks."""
     precision: str
@@ -103,10 +104,12 @@ class Trainer(Protocol):
         """Library versions beyond python and numpy (CUDA, NCCL, cuDNN, Keras ...)."""
 
     def threads(self) -> dict[str, int]:
-        """This rank's intra-op and inter-op threads (`common.core.devices` decides them)."""
+        """This rank's intra-op and inter-op threads (`common.core.measure.devices` decides
+        them)."""
 
     def numerics(self) -> dict[str, Any]:
-        """What `precision` means on this side (`common.core.precision.numerics`, and how)."""
+        """What `precision` means on this side (`common.core.measure.precision.numerics`, and
+        how)."""
 
     def all_reduce_sum(self, values: np.ndarray) -> np.ndarray:
         """Collective: the float64 sum of `values` over the ranks, on every rank."""
@@ -130,7 +133,7 @@ class Trainer(Protocol):
         """This rank's batches of `epoch` (0-based) from the shared shard plan."""
 
     def step_clock(self) -> StepClock:
-        """A fresh clock for one epoch's steps (`common.core.clocks`)."""
+        """A fresh clock for one epoch's steps (`common.core.measure.clocks`)."""
 
     def train_step(self, batch: Any, lr: float) -> SupportsFloat:
         """Collective: one optimizer step at learning rate `lr`. Returns this rank's share of
@@ -146,7 +149,8 @@ class Trainer(Protocol):
 
     def replica_digest(self) -> float | None:
         """The integer sum of the bit patterns of this rank's fp32 weights, modulo
-        `common.core.precision.DIGEST_MODULUS`: equal on every rank of a replicated strategy exactly
+        `common.core.measure.precision.DIGEST_MODULUS`: equal on every rank of a replicated
+        strategy exactly
         when their weights are (barring a collision); None where the ranks hold shards."""
 
     def reset_peak_memory(self) -> None: ...
@@ -154,7 +158,7 @@ class Trainer(Protocol):
     def memory_use(self) -> MemoryUse: ...
 
     def peak_flops(self, fresh: bool = False) -> float:
-        """This rank's peak FLOP/s at the run's precision (`common.core.peak`: cached or
+        """This rank's peak FLOP/s at the run's precision (`common.core.measure.peak`: cached or
         measured; `fresh`: measured again)."""
 
     def save_checkpoint(self, folder: Path) -> None:

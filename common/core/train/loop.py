@@ -1,7 +1,7 @@
 """The epoch loop of both frameworks: one driver here, one small contract per framework.
 
 The driver owns, once, everything that does not depend on the framework: the run (a name all
-ranks agree on, its folder and records: `common.core.lifecycle.Run`), resume from the latest
+ranks agree on, its folder and records: `common.core.run.lifecycle.Run`), resume from the latest
 complete checkpoint, the learning-rate schedule, step timing and step records, the epoch record
 and its console line, checkpoint cadence, the preemption vote, the stop rules, and a run_end
 record on every way out. A framework hands it one `Trainer` (`torch_impl.train.TorchTrainer`,
@@ -20,17 +20,16 @@ from typing import SupportsFloat
 
 import numpy as np
 
-from common.core import memory, precision, recorder
-from common.core.cli import RunOptions
-from common.core.config import Config
-from common.core.contract import Trainer
-from common.core.lastwords import LastWords
-from common.core.lifecycle import Run, exchange
-from common.core.optim import learning_rate
-from common.core.progress import Progress
-from common.core.records import Status, Step
-from common.core.resume import RunRefused
-from common.core.stops import (
+from common.core.config.cli import RunOptions
+from common.core.config.config import Config
+from common.core.measure import memory, precision
+from common.core.records.records import Status, Step
+from common.core.run import recorder
+from common.core.run.contract import Trainer
+from common.core.run.lastwords import LastWords
+from common.core.run.lifecycle import Run, exchange
+from common.core.run.resume import RunRefused
+from common.core.run.stops import (
     PREEMPTED_EXIT,
     STOP_WAIT_S,
     Aborted,
@@ -39,6 +38,8 @@ from common.core.stops import (
     Preempted,
     Stops,
 )
+from common.core.train.optim import learning_rate
+from common.core.train.progress import Progress
 from common.models import weights
 
 
@@ -147,7 +148,7 @@ def train_epochs(
                 print(
                     f"warning: MFU {record.mfu:.0%} in epoch {done} exceeds the peak measured "
                     f"for it; measured again: {peak_total / 1e9:,.1f} GFLOP/s for the ranks "
-                    "(used from the next epoch; common.core.peak)",
+                    "(used from the next epoch; common.core.measure.peak)",
                     file=sys.stderr,
                     flush=True,
                 )

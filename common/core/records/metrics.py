@@ -1,6 +1,6 @@
 """Records in and out of a run's metrics.jsonl (JSON Lines): the chief's writer, and the
 scanner that keeps every valid record of a damaged file and names file, line and field of the
-rest (each record checked by `common.core.record_json`).
+rest (each record checked by `common.core.records.record_json`).
 
 Every record is one `write` of a whole line followed by a flush, so a crash leaves whole lines
 (at worst one truncated last line, which the scanner reports by file and line number).
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common.core.record_json import MetricsError, from_json, quote, to_json
-from common.core.records import METRICS_FILENAME, Record
+from common.core.records.record_json import MetricsError, from_json, quote, to_json
+from common.core.records.records import METRICS_FILENAME, Record
 
 RECORD_START = b'{"record": '  # how every line that `to_json` made begins
 CUT_SEARCH_BYTES = 1 << 20  # a record is far shorter: the last newline is within this

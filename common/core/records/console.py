@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from common.core.records import Epoch, Record, Resume, RunEnd, RunStart, Step
+from common.core.records.records import Epoch, Record, Resume, RunEnd, RunStart, Step
 
 
 def console_line(record: Record) -> str:

@@ -5,7 +5,7 @@ every file. A folder without a manifest was cut off and is ignored; one whose fi
 match the manifest is corrupt, and resume falls back to the previous complete one.
 
 The frameworks only save and restore their state into a given folder (`checkpoint.py` on each
-side); `common.core.loop` decides when, which one, and whether it may be resumed at all.
+side); `common.core.train.loop` decides when, which one, and whether it may be resumed at all.
 """
 
 from __future__ import annotations

@@ -12,14 +12,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from common.core import peak, provenance
-from common.core.clocks import percentiles
-from common.core.config import Config
-from common.core.config_io import config_hash, to_dict
-from common.core.contract import Trainer
-from common.core.devices import emulated_on_cpu
-from common.core.precision import ReplicaState
-from common.core.records import SCHEMA_VERSION, Epoch, MemoryEntry, RunEnd, RunStart, Status
+from common.core.config.config import Config
+from common.core.config.config_io import config_hash, to_dict
+from common.core.measure import peak
+from common.core.measure.clocks import percentiles
+from common.core.measure.devices import emulated_on_cpu
+from common.core.measure.precision import ReplicaState
+from common.core.records import provenance
+from common.core.records.records import SCHEMA_VERSION, Epoch, MemoryEntry, RunEnd, RunStart, Status
+from common.core.run.contract import Trainer
 from common.models import weights
 
 

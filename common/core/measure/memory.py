@@ -1,4 +1,5 @@
-"""What one rank holds, in the words of the metrics schema (`common.core.records.MemoryEntry`).
+"""What one rank holds, in the words of the metrics schema
+(`common.core.records.records.MemoryEntry`).
 
 Each framework's `memory.memory_use` measures its rank; `gather_memory` turns every rank's
 numbers into the epoch record's `memory` list, the same way on both sides.
@@ -15,8 +16,8 @@ import resource
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.core import collectives
-from common.core.records import MemoryEntry
+from common.core.measure import collectives
+from common.core.records.records import MemoryEntry
 
 NUMBERS = ("peak_bytes", "param_bytes", "grad_bytes", "optim_bytes")
 ADDED = ("baseline_bytes", "peak_above_baseline_bytes", "reserved_peak_bytes")

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from common.core.config import Config
+from common.core.config.config import Config
 
 CONFIG_FILENAME = "config.yaml"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from common.core.config import OptimConfig
+from common.core.config.config import OptimConfig
 
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPSILON = 1e-8

@@ -3,7 +3,7 @@
 Shared sections (`data`, `model`, `optim`, `train`, `dist`, `output`) mean the same thing on both
 sides; knobs that exist only in one framework live in `torch` or `tf`. Every section checks its
 values when it is built, so a bad preset or `--set` override fails before any process group or
-strategy exists. Loading, overrides and hashing are in `common.core.config_io`.
+strategy exists. Loading, overrides and hashing are in `common.core.config.config_io`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from common.core import strategies
+from common.core.config import strategies
 from common.data.config import DataConfig
 from common.models import zoo
 from common.models.config import ModelConfig
@@ -25,7 +25,7 @@ MAX_SEED = 2**32 - 1
 
 # The config keys that say how a run is launched, recorded or analysed, not what it trains (its
 # samples, model, arithmetic and schedule): a resumed launch may change them
-# (`common.core.resume.MAY_CHANGE`), and runs that differ only in them are repeats of one
+# (`common.core.run.resume.MAY_CHANGE`), and runs that differ only in them are repeats of one
 # experiment (`common.report.runs.NOT_COMPARED`). "section." stands for the whole section.
 HOW_NOT_WHAT = (
     "output.",
@@ -90,7 +90,7 @@ class TrainConfig:
     batch_size samples, so the global batch grows with the world (weak scaling)."""
     eval_batch_size: int = 0
     """Global evaluation batch, split over the ranks; 0: the framework's fastest on the
-    device (`common.core.devices.EVAL_BATCH`). Loss and accuracy do not depend on it."""
+    device (`common.core.measure.devices.EVAL_BATCH`). Loss and accuracy do not depend on it."""
     seed: int = 0
     """Seeds the initial weights, the shuffle order and dropout."""
     target_accuracy: float = 0.98
@@ -196,7 +196,7 @@ class OutputConfig:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TorchConfig:
     strategy: str = strategies.AUTO
-    """auto: single for one process, ddp for more; or one of `common.core.strategies`: single
+    """auto: single for one process, ddp for more; or one of `common.core.config.strategies`: single
     (one process, no wrapper: the baseline), ddp, fsdp2 (fully_shard), fsdp1 (FSDP), hsdp
     (fully_shard on a replicate x shard mesh)."""
     sharding: Literal["full_shard", "shard_grad_op", "no_shard"] = "full_shard"
@@ -242,7 +242,7 @@ class TorchConfig:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TfConfig:
     strategy: str = "mwms"
-    """One of `common.core.strategies` for TensorFlow: mwms (MultiWorkerMirroredStrategy)."""
+    """One of `common.core.config.strategies` for TensorFlow: mwms (MultiWorkerMirroredStrategy)."""
     communication: Literal["auto", "ring", "nccl"] = "auto"
     """CollectiveCommunication of MultiWorkerMirroredStrategy (nccl needs GPUs)."""
     mixed_precision: Literal["none", "bf16", "fp16"] = "none"

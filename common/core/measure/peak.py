@@ -12,7 +12,7 @@ takes TARGET_CALL_S, and the best of the products timed within BUDGET_S counts, 
 the processor only emulates (bf16 at about 1 GFLOP/s on a CPU without bf16 instructions) costs
 seconds, not minutes. A figure measured on a busy machine (load above its cores) is measured
 again once the machine is quieter; a new figure replaces the cached one only when it is higher;
-and a run whose MFU exceeds 100% measures again (`common.core.loop`).
+and a run whose MFU exceeds 100% measures again (`common.core.train.loop`).
 
     MFU = samples/s x FLOPs per training sample / sum of the ranks' peaks
 
@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from common.core import provenance
+from common.core.records import provenance
 
 CACHE_VARIABLE = "SUITE_CACHE_DIR"
 REPEATS = 5

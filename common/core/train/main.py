@@ -12,10 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from common.core import cli, devices, loop
-from common.core.config import Config
-from common.core.config_io import config_from_args
-from common.core.contract import Trainer
+from common.core.config import cli
+from common.core.config.config import Config
+from common.core.config.config_io import config_from_args
+from common.core.measure import devices
+from common.core.run.contract import Trainer
+from common.core.train import loop
 from common.data import mnist
 from common.launch import environment
 from common.launch.cluster import ClusterSpec
@@ -61,7 +63,7 @@ def check_launch(cfg: Config, world_size: int) -> None:
 def main(side: Side, prog: str, description: str | None, argv: list[str] | None = None) -> NoReturn:
     """Train as the command line and the launch say; leave with the run's exit code: 0, 2 for
     a launch refused before anything started, 1 for a start-up that did not complete, else the
-    driver's (`common.core.loop`)."""
+    driver's (`common.core.train.loop`)."""
     args, options = cli.parse_train_args(prog, description, argv)
     try:
         spec = environment.from_environment()

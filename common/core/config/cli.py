@@ -7,8 +7,8 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from common.core import strategies
-from common.core.config_io import add_config_arguments
+from common.core.config import strategies
+from common.core.config.config_io import add_config_arguments
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -30,7 +30,7 @@ class RunOptions:
 def strategy_list() -> str:
     """The strategies each framework offers (`torch.strategy=`, `tf.strategy=`), from the
     registry, for --help."""
-    lines = ["strategies (from common.core.strategies):"]
+    lines = ["strategies (from common.core.config.strategies):"]
     for framework in ("torch", "tf"):
         for name, entry in strategies.of(framework).items():
             lines.append(f"  {framework}.strategy={name}: {entry.summary}")

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.core.config import Config
+from common.core.config.config import Config
 from common.launch.cluster import ClusterSpec
 
 # train.eval_batch_size=0: the global evaluation batch by framework and device. Measured here

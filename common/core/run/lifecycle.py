@@ -18,20 +18,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common.core import checkpoints, collectives, ends, liveness, provenance, recorder, resume
-from common.core.cli import RunOptions
-from common.core.config import Config
-from common.core.config_io import save_config, to_dict
-from common.core.console import console_line
-from common.core.contract import Trainer
-from common.core.metrics import METRICS_FILENAME, MetricsWriter
-from common.core.record_json import from_json, to_json
-from common.core.records import Epoch, Record, Resume, Status
+from common.core.config.cli import RunOptions
+from common.core.config.config import Config
+from common.core.config.config_io import save_config, to_dict
+from common.core.measure import collectives
+from common.core.records import provenance
+from common.core.records.console import console_line
+from common.core.records.metrics import METRICS_FILENAME, MetricsWriter
+from common.core.records.record_json import from_json, to_json
+from common.core.records.records import Epoch, Record, Resume, Status
+from common.core.run import checkpoints, ends, liveness, recorder, resume
+from common.core.run.contract import Trainer
 from common.launch.cluster import ClusterSpec, unique_stamp
 
 # Bytes set aside beside the metrics file for run_end, freed just before it is written: a run
 # that failed because its disk filled still ends with a whole run_end (its error is capped at
-# common.core.failures.LIMIT characters).
+# common.core.run.failures.LIMIT characters).
 RESERVED_FOR_END = 64 * 1024
 # What a decision on the chief may raise, so that every rank raises it too.
 SHARED_ERRORS: dict[str, type[Exception]] = {
@@ -41,7 +43,7 @@ SHARED_ERRORS: dict[str, type[Exception]] = {
 
 
 def exchange(trainer: Trainer) -> dict[str, Any]:
-    """The keyword arguments of `common.core.collectives` for this trainer's ranks."""
+    """The keyword arguments of `common.core.measure.collectives` for this trainer's ranks."""
     spec = trainer.spec
     return {
         "rank": spec.rank,
