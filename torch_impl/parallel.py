@@ -13,7 +13,6 @@ at once with the fix, not after rendezvous.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
@@ -63,7 +62,7 @@ def resolve_strategy(cfg: Config, world_size: int) -> Config:
     strategy = strategies.resolve("torch", cfg.torch.strategy, world_size)
     if strategy == cfg.torch.strategy:
         return cfg
-    return dataclasses.replace(cfg, torch=dataclasses.replace(cfg.torch, strategy=strategy))
+    return cfg.model_copy(update={"torch": cfg.torch.model_copy(update={"strategy": strategy})})
 
 
 def check_options(cfg: Config, spec: ClusterSpec, cuda: bool) -> None:

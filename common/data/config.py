@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, StrictInt, model_validator
+from pydantic import StrictStr as Text
 
 
 def _check(condition: bool, message: str) -> None:
@@ -11,28 +13,32 @@ def _check(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DataConfig:
+class DataConfig(BaseModel):
+    # unknown keys refused, values frozen, field docstrings are the descriptions
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
     name: Literal["mnist", "synthetic"] = "mnist"
     """mnist: the real digits; synthetic: MNIST-shaped images and learnable labels generated
     from a fixed seed (`common.data.mnist.synthetic`), the same on both sides and on every machine,
     for model-size runs that should not depend on files or the input pipeline."""
-    dir: str | None = None
+    dir: Text | None = None
     """Folder with the four MNIST IDX files; None means $MNIST_DIR, then ./data/mnist."""
-    stage_dir: str | None = None
+    stage_dir: Text | None = None
     """A node-local folder ($VAR expanded, e.g. $TMPDIR) to copy the data to before reading it,
     so that ranks do not all read the shared file system; results and checkpoints stay in
     output.dir. None: read data.dir directly."""
     pipeline: Literal["tensor", "loader"] = "tensor"
     """tensor: whole dataset preloaded, batches taken by index; loader: the framework's loader."""
-    loader_workers: int = 2
+    loader_workers: StrictInt = 2
     """Loader pipeline: DataLoader worker processes (torch), map parallel calls (tf.data)."""
-    train_limit: int = 0
+    train_limit: StrictInt = 0
     """Use only the first N training samples (0 = all 60,000); for tests and quick looks."""
-    test_limit: int = 0
+    test_limit: StrictInt = 0
     """Use only the first N test samples (0 = all 10,000)."""
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _valid(self) -> Any:
         _check(self.loader_workers >= 0, "data.loader_workers must be >= 0")
         _check(self.train_limit >= 0, "data.train_limit must be >= 0 (0 means all samples)")
         _check(self.test_limit >= 0, "data.test_limit must be >= 0 (0 means all samples)")
+        return self

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from common.core.config.config import HOW_NOT_WHAT, TfConfig, TorchConfig, is_listed
@@ -31,7 +31,10 @@ from common.core.run.resume import conflicts, identity
 # apart instead (`row_variant`).
 NOT_COMPARED = (*HOW_NOT_WHAT, "torch.", "tf.")
 MIB = 1024 * 1024
-FRAMEWORK_DEFAULTS = {"torch": asdict(TorchConfig()), "tf": asdict(TfConfig())}
+FRAMEWORK_DEFAULTS = {
+    "torch": TorchConfig().model_dump(mode="json"),
+    "tf": TfConfig().model_dump(mode="json"),
+}
 
 
 def median_of(values: Iterable[float | None]) -> float | None:

@@ -115,7 +115,8 @@ def test_hash_is_stable_and_tracks_values(tmp_path):
     assert config_io.config_hash(a) == config_io.config_hash(b)
     # the same in another process with another string-hash seed
     probe = (
-        "from common.core import config_io; print(config_io.config_hash(config_io.load_config()))"
+        "from common.core.config import config_io\n"
+        "print(config_io.config_hash(config_io.load_config()))"
     )
     other = subprocess.run(
         [sys.executable, "-c", probe],

@@ -8,8 +8,19 @@ strategy exists. Loading, overrides and hashing are in `common.core.config.confi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    model_validator,
+)
+from pydantic import StrictStr as Text
 
 from common.core.config import strategies
 from common.data.config import DataConfig
@@ -54,58 +65,84 @@ def _require(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class OptimConfig:
+def _number(value: Any) -> Any:
+    """A number from any form Python reads ("1e-3", "1E4": YAML 1.1, PyYAML's resolver, reads
+    exponents without a dot as strings); finite. Anything else is left for the type's error."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ValueError(f"expected a finite number, got {value!r}")
+        return float(value)
+    return value
+
+
+# A float key: a number in any form Python reads, finite; never a boolean.
+Number = Annotated[float, BeforeValidator(_number), Field(strict=True)]
+# Every section: unknown keys refused, values frozen, field docstrings are the descriptions.
+SECTION = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class OptimConfig(BaseModel):
+    model_config = SECTION
+
     name: Literal["sgd", "adam", "adadelta"] = "adam"
     """Optimizer; hyper-parameters below map to both frameworks' definitions."""
-    lr: float = 1e-3
+    lr: Number = 1e-3
     """Learning rate (the peak rate for schedule=onecycle)."""
-    momentum: float = 0.0
+    momentum: Number = 0.0
     """SGD momentum (ignored by adam and adadelta)."""
-    weight_decay: float = 0.0
+    weight_decay: Number = 0.0
     """L2 penalty added to the gradient (torch semantics, coupled, not AdamW)."""
     schedule: Literal["none", "step", "onecycle"] = "none"
     """none: constant; step: lr *= gamma every step_epochs epochs; onecycle: per step."""
-    gamma: float = 0.7
+    gamma: Number = 0.7
     """Decay factor of the step schedule."""
-    step_epochs: int = 1
+    step_epochs: StrictInt = 1
     """Epochs between two decays of the step schedule."""
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _valid(self) -> Any:
         _require(self.lr > 0, f"optim.lr must be greater than 0, got {self.lr}")
         _require(0 <= self.momentum < 1, f"optim.momentum must be in [0, 1), got {self.momentum}")
         _require(self.weight_decay >= 0, "optim.weight_decay must be >= 0")
         _require(0 < self.gamma <= 1, f"optim.gamma must be in (0, 1], got {self.gamma}")
         _require(self.step_epochs >= 1, "optim.step_epochs must be >= 1")
+        return self
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TrainConfig:
-    epochs: int = 1
+class TrainConfig(BaseModel):
+    model_config = SECTION
+
+    epochs: StrictInt = 1
     """Passes over the training set."""
-    batch_size: int = 64
+    batch_size: StrictInt = 64
     """Batch size; what it counts is set by batch_mode."""
     batch_mode: Literal["global", "per_rank"] = "global"
     """global: batch_size is split over the ranks (strong scaling); per_rank: each rank takes
     batch_size samples, so the global batch grows with the world (weak scaling)."""
-    eval_batch_size: int = 0
+    eval_batch_size: StrictInt = 0
     """Global evaluation batch, split over the ranks; 0: the framework's fastest on the
     device (`common.core.measure.devices.EVAL_BATCH`). Loss and accuracy do not depend on it."""
-    seed: int = 0
+    seed: StrictInt = 0
     """Seeds the initial weights, the shuffle order and dropout."""
-    target_accuracy: float = 0.98
+    target_accuracy: Number = 0.98
     """Validation accuracy whose first crossing is reported as time to target."""
-    log_every_steps: int = 0
+    log_every_steps: StrictInt = 0
     """Write a `step` metrics record every N steps (0 = epoch records only)."""
-    checkpoint_every_epochs: int = 0
+    checkpoint_every_epochs: StrictInt = 0
     """Save a checkpoint every N epochs (0 = never)."""
-    keep_checkpoints: int = 2
+    keep_checkpoints: StrictInt = 2
     """How many of the newest complete checkpoints a run keeps (0 = all)."""
-    stop_on_divergence: bool = False
+    stop_on_divergence: StrictBool = False
     """End the run (status diverged) after the first epoch whose train or val loss is NaN or
     infinite, instead of training on to train.epochs (status diverged as well)."""
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _valid(self) -> Any:
         _require(self.epochs >= 1, f"train.epochs must be >= 1, got {self.epochs}")
         _require(self.batch_size >= 1, f"train.batch_size must be >= 1, got {self.batch_size}")
         _require(self.eval_batch_size >= 0, "train.eval_batch_size must be >= 0 (0: auto)")
@@ -119,6 +156,7 @@ class TrainConfig:
         _require(self.log_every_steps >= 0, "train.log_every_steps must be >= 0")
         _require(self.checkpoint_every_epochs >= 0, "train.checkpoint_every_epochs must be >= 0")
         _require(self.keep_checkpoints >= 0, "train.keep_checkpoints must be >= 0 (0 keeps all)")
+        return self
 
     def global_batch_size(self, world_size: int) -> int:
         """The number of samples in one optimizer step across all ranks."""
@@ -136,28 +174,30 @@ class TrainConfig:
         return self.global_batch_size(world_size) // world_size
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DistConfig:
+class DistConfig(BaseModel):
+    model_config = SECTION
+
     device: Literal["auto", "cpu", "gpu"] = "auto"
     """auto: a GPU when the framework sees one, else the CPU."""
-    timeout_s: float = 120.0
+    timeout_s: Number = 120.0
     """Longest wait in one collective before the run fails instead of hanging."""
-    startup_timeout_s: float = 120.0
+    startup_timeout_s: Number = 120.0
     """Longest wait for all workers to join at start-up."""
-    startup_retries: int = 3
+    startup_retries: StrictInt = 3
     """Start-up attempts before giving up and naming the unreachable workers."""
-    tf32: bool = False
+    tf32: StrictBool = False
     """TF32 for fp32 matmuls and convolutions on GPUs that have it (Ampere on), set on both
     sides: TensorFlow enables it by default and torch only for convolutions, so leaving each
     side's default would compare different arithmetic."""
-    deterministic: bool = False
+    deterministic: StrictBool = False
     """Deterministic kernels on both sides (torch.use_deterministic_algorithms with cuDNN's
     deterministic algorithms and CUBLAS_WORKSPACE_CONFIG; TensorFlow's op determinism), so that
     a run repeats, and resumes, bit for bit on a GPU too, at a cost in speed there. On the CPU,
     where both sides' kernels repeat bit for bit already, torch's results do not change and
     TensorFlow's move by float32 rounding (its deterministic reductions sum in another order)."""
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _valid(self) -> Any:
         for key in ("timeout_s", "startup_timeout_s"):
             value = getattr(self, key)
             _require(
@@ -166,18 +206,21 @@ class DistConfig:
                 f"(30 days), got {value:g}",
             )
         _require(self.startup_retries >= 1, "dist.startup_retries must be >= 1")
+        return self
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class OutputConfig:
-    dir: str = "results"
+class OutputConfig(BaseModel):
+    model_config = SECTION
+
+    dir: Text = "results"
     """Parent folder of run folders."""
-    run_name: str = ""
+    run_name: Text = ""
     """Run folder name under dir; empty means <framework>-<strategy>-<model>-w<world>-<time>."""
-    save_model: bool = False
+    save_model: StrictBool = False
     """Export the final model once, unsharded, into the run folder."""
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _valid(self) -> Any:
         _require(
             bool(self.dir.strip()),
             "output.dir is empty: name the folder for run folders (e.g. output.dir=results)",
@@ -191,18 +234,20 @@ class OutputConfig:
             f"output.run_name is {len(self.run_name.encode())} bytes long; at most "
             f"{MAX_RUN_NAME} fit a folder name",
         )
+        return self
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TorchConfig:
-    strategy: str = strategies.AUTO
+class TorchConfig(BaseModel):
+    model_config = SECTION
+
+    strategy: Text = strategies.AUTO
     """auto: single for one process, ddp for more; or one of `common.core.config.strategies`: single
     (one process, no wrapper: the baseline), ddp, fsdp2 (fully_shard), fsdp1 (FSDP), hsdp
     (fully_shard on a replicate x shard mesh)."""
     sharding: Literal["full_shard", "shard_grad_op", "no_shard"] = "full_shard"
     """FSDP sharding: fsdp2 and hsdp map full_shard/shard_grad_op to reshard_after_forward=
     True/False."""
-    hsdp_shard_size: int = 0
+    hsdp_shard_size: StrictInt = 0
     """hsdp: ranks per shard group (the parameters are sharded within a group and replicated
     across groups); 0: the ranks of one node."""
     wrap: Literal["layer", "size"] = "layer"
@@ -212,13 +257,13 @@ class TorchConfig:
     one fully_shard per block); size: a layer becomes a unit when it holds at least
     auto_wrap_min_params parameters and the rest stay with the root (FSDP1's size policy),
     fewer and larger collectives, faster on small models."""
-    auto_wrap_min_params: int = 100_000
+    auto_wrap_min_params: StrictInt = 100_000
     """torch.wrap=size: the parameter count from which a layer is a unit of its own."""
     mixed_precision: Literal["none", "bf16", "fp16"] = "none"
     """Compute dtype on every strategy (autocast for single/ddp, FSDP's mixed-precision policy);
     parameters, optimizer state and gradient reductions stay fp32; fp16 adds loss scaling.
     fp16 on the CPU runs, slowly: use bf16 there."""
-    compile: bool = False
+    compile: StrictBool = False
     """torch.compile the model (inductor; `nn.Module.compile`, which keeps parameter names):
     single, ddp (DDPOptimizer splits graphs at buckets) and fsdp2. The first steps and the
     first evaluation compile; compare reports that time apart."""
@@ -227,52 +272,59 @@ class TorchConfig:
     parameters), fused (Adam, SGD; DDP and fsdp2 then differ in the last bits), or default
     (torch's own choice, no flag: for-loop on the CPU). `torch_impl.optim.implementation`
     decides; numerics records it."""
-    cpu_offload: bool = False
+    cpu_offload: StrictBool = False
     """Keep FSDP parameter shards (and optimizer state) in host memory."""
-    pin_memory: bool = True
+    pin_memory: StrictBool = True
     """Pinned host buffers (loader pipeline, CPU offload); needs CUDA."""
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _valid(self) -> Any:
         _require(self.auto_wrap_min_params >= 1, "torch.auto_wrap_min_params must be >= 1")
         _require(self.hsdp_shard_size >= 0, "torch.hsdp_shard_size must be >= 0 (0: a node)")
         if self.strategy != strategies.AUTO:
             strategies.get("torch", self.strategy)
+        return self
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TfConfig:
-    strategy: str = "mwms"
+class TfConfig(BaseModel):
+    model_config = SECTION
+
+    strategy: Text = "mwms"
     """One of `common.core.config.strategies` for TensorFlow: mwms (MultiWorkerMirroredStrategy)."""
     communication: Literal["auto", "ring", "nccl"] = "auto"
     """CollectiveCommunication of MultiWorkerMirroredStrategy (nccl needs GPUs)."""
     mixed_precision: Literal["none", "bf16", "fp16"] = "none"
     """Keras mixed-precision policy: mixed_bfloat16 / mixed_float16 (fp32 variables, loss
     scaling under fp16), the same arithmetic as torch.mixed_precision."""
-    jit_compile: bool = False
+    jit_compile: StrictBool = False
     """XLA-compile the forward and backward pass of every worker and the evaluation step
     (tf.function(jit_compile=True)); the gradient all-reduce and the optimizer update stay
     outside, where MultiWorkerMirroredStrategy's collectives run."""
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _valid(self) -> Any:
         strategies.get("tf", self.strategy)
+        return self
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Config:
-    data: DataConfig = field(default_factory=DataConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    dist: DistConfig = field(default_factory=DistConfig)
-    output: OutputConfig = field(default_factory=OutputConfig)
-    torch: TorchConfig = field(default_factory=TorchConfig)
-    tf: TfConfig = field(default_factory=TfConfig)
+class Config(BaseModel):
+    model_config = SECTION
+
+    data: DataConfig = Field(default_factory=DataConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    dist: DistConfig = Field(default_factory=DistConfig)
+    output: OutputConfig = Field(default_factory=OutputConfig)
+    torch: TorchConfig = Field(default_factory=TorchConfig)
+    tf: TfConfig = Field(default_factory=TfConfig)
 
     def net(self) -> zoo.Net:
         """The model this config trains, for its dataset (`common.models.zoo.describe`)."""
         return zoo.describe(self.model, self.data.name)
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _valid(self) -> Any:
         """What each framework's strategy refuses of the other sections, before anything
         starts (what depends on the number of ranks is checked at launch)."""
         for framework in ("torch", "tf"):
@@ -281,3 +333,4 @@ class Config:
                 reasons = strategies.refusals(strategies.get(framework, name), self)
                 if reasons:
                     raise ValueError("; ".join(reasons))
+        return self

@@ -8,139 +8,92 @@ hash (of the canonical JSON form) identifies runs that used the same settings.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
-import math
-import types
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ValidationError
 
 from common.core.config.config import Config
 
 CONFIG_FILENAME = "config.yaml"
 
 
-def _describe(tp: Any) -> str:
-    """How a type annotation reads in an error message."""
-    if typing.get_origin(tp) is typing.Literal:
-        return "one of " + ", ".join(repr(v) for v in typing.get_args(tp))
-    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
-        return " or ".join(_describe(arg) for arg in typing.get_args(tp))
-    if tp is type(None):
-        return "null"
-    if typing.get_origin(tp) is tuple:
-        return f"a list, each {_describe(typing.get_args(tp)[0])}"
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}.get(
-        tp, str(tp)
-    )
+# What a validation error's type means, in the words of a config key's allowed values.
+EXPECTED = {
+    "int_type": "an integer",
+    "int_from_float": "an integer",
+    "int_parsing": "an integer",
+    "bool_type": "a boolean",
+    "bool_parsing": "a boolean",
+    "string_type": "a string",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "tuple_type": "a list, each an integer",  # model.hidden, the one list key
+    "list_type": "a list, each an integer",
+}
 
 
-def _as_float(value: Any) -> float | None:
-    """A number, or a string of one in any form Python reads ("1e-3", "1E4", "2.5e+2"); YAML
-    1.1, PyYAML's resolver, reads exponents without a dot as strings. None otherwise."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            return None
-    return None
+def _explain(error: ValidationError) -> str:
+    """The first problem of a config that did not validate, as one line naming the key, the bad
+    value and what the key accepts (pydantic's own words are not meant for a config file)."""
+    problem = error.errors(include_url=False)[0]
+    where = [str(part) for part in problem["loc"]]
+    kind, value = problem["type"], problem.get("input")
+    if kind == "extra_forbidden":
+        if len(where) == 1:
+            return f"Unknown config section: {where[0]!r}; allowed: {', '.join(_sections())}"
+        allowed = ", ".join(_sections()[where[0]].model_fields)
+        return f"Unknown config key: {'.'.join(where)}; allowed in {where[0]}: {allowed}"
+    key = where[0] + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in where[1:])
+    if kind == "value_error":
+        said = str(problem["ctx"]["error"])
+        return said if said.startswith(tuple(_sections())) else f"{key}: {said}"
+    if kind == "model_type":
+        return f"config section {where[0]!r} must be a mapping of keys"
+    if kind == "literal_error":
+        allowed = _field(where).annotation
+        choices = ", ".join(repr(choice) for choice in typing.get_args(allowed))
+        return f"{key}: expected one of {choices}, got {value!r}"
+    expected = EXPECTED.get(kind, problem["msg"])
+    if kind == "string_type" and isinstance(value, bool):
+        return (
+            f"{key}: expected a string, got {value!r} (YAML reads yes/no/on/off/true/false as "
+            "booleans: quote the value)"
+        )
+    return f"{key}: expected {expected}, got {value!r}"
 
 
-def _check_value(key: str, value: Any, tp: Any) -> Any:
-    """Return `value` as type `tp`, or raise ValueError naming `key` and the allowed values."""
-    if typing.get_origin(tp) is typing.Literal:
-        if value in typing.get_args(tp) and isinstance(value, str):
-            return value
-    elif isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
-        for option in typing.get_args(tp):
-            try:
-                return _check_value(key, value, option)
-            except ValueError:
-                continue
-    elif tp is type(None):
-        if value is None:
-            return None
-    elif tp is bool:
-        if isinstance(value, bool):
-            return value
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif tp is float:
-        number = _as_float(value)
-        if number is not None:
-            if not math.isfinite(number):
-                raise ValueError(f"{key}: expected a finite number, got {value!r}")
-            return number
-    elif tp is str:
-        if isinstance(value, str):
-            return value
-        if isinstance(value, bool):
-            raise ValueError(
-                f"{key}: expected a string, got {value!r} (YAML reads yes/no/on/off/true/false "
-                "as booleans: quote the value)"
-            )
-    elif typing.get_origin(tp) is tuple:  # tuple[T, ...]: a YAML list
-        if isinstance(value, (list, tuple)):
-            (item,) = (arg for arg in typing.get_args(tp) if arg is not Ellipsis)
-            return tuple(_check_value(f"{key}[{i}]", v, item) for i, v in enumerate(value))
-    else:
-        raise TypeError(f"config field {key} has an unsupported annotation {tp!r}")
-    raise ValueError(f"{key}: expected {_describe(tp)}, got {value!r}")
+def _sections() -> dict[str, type[BaseModel]]:
+    """The config's sections by name, each a pydantic model."""
+    return {
+        name: info.annotation
+        for name, info in Config.model_fields.items()
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
+    }
 
 
-def _section_types(section_cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(section_cls)
-
-
-def _sections() -> dict[str, type]:
-    return typing.get_type_hints(Config)
+def _field(where: list[str]) -> Any:
+    return _sections()[where[0]].model_fields[where[1]]
 
 
 def from_dict(raw: Mapping[str, Any]) -> Config:
     """Build a validated Config from nested mappings (as parsed from YAML)."""
     if not isinstance(raw, Mapping):
         raise ValueError(f"a config is a mapping of sections, got {type(raw).__name__}")
-    sections = _sections()
-    built = {}
-    for section_name, values in raw.items():
-        if section_name not in sections:
-            raise ValueError(
-                f"Unknown config section: {section_name!r}; allowed: {', '.join(sections)}"
-            )
-        if values is None:
-            values = {}
-        if not isinstance(values, Mapping):
-            raise ValueError(f"config section {section_name!r} must be a mapping of keys")
-        fields = _section_types(sections[section_name])
-        checked = {}
-        for key, value in values.items():
-            dotted = f"{section_name}.{key}"
-            if key not in fields:
-                raise ValueError(
-                    f"Unknown config key: {dotted}; allowed in {section_name}: " + ", ".join(fields)
-                )
-            checked[key] = _check_value(dotted, value, fields[key])
-        built[section_name] = sections[section_name](**checked)
-    return Config(**built)
+    try:
+        return Config.model_validate({name: values or {} for name, values in raw.items()})
+    except ValidationError as error:
+        raise ValueError(_explain(error)) from None
 
 
 def to_dict(cfg: Config) -> dict[str, Any]:
     """Plain data (tuples become lists) for YAML, JSON and the hash."""
-    return dataclasses.asdict(cfg, dict_factory=lambda items: {k: _plain(v) for k, v in items})
-
-
-def _plain(value: Any) -> Any:
-    return list(value) if isinstance(value, tuple) else value
+    return cfg.model_dump(mode="json")
 
 
 def flatten(config: object, prefix: str = "") -> dict[str, Any]:
@@ -160,7 +113,8 @@ def flatten(config: object, prefix: str = "") -> dict[str, Any]:
 def _is_text(section: str, key: str) -> bool:
     """Whether config key section.key holds free text (a name, a path)."""
     kind = _sections().get(section)
-    return kind is not None and _section_types(kind).get(key) is str
+    field = kind.model_fields.get(key) if kind is not None else None
+    return field is not None and field.annotation is str
 
 
 def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:

@@ -5,7 +5,6 @@ with the fix, instead of training on the wrong device or failing inside NCCL.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,7 +98,9 @@ def resolve_eval_batch(cfg: Config, framework: str, device_type: str) -> Config:
     if cfg.train.eval_batch_size:
         return cfg
     chosen = EVAL_BATCH[(framework, device_type)]
-    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, eval_batch_size=chosen))
+    return cfg.model_copy(
+        update={"train": cfg.train.model_copy(update={"eval_batch_size": chosen})}
+    )
 
 
 # The CPU instructions that compute a reduced precision natively (Linux /proc/cpuinfo: x86
