@@ -72,6 +72,8 @@ def measurements(args: argparse.Namespace, chosen: list[str]) -> list[Cell]:
                     flag = frameworks.get(framework).compile_key + (
                         "=true" if compiled == "compiled" else "=false"
                     )
+                    # an option of other strategies (torch.sharding for ddp) is left out
+                    taken = [o for o in args.set if strategies.takes(own[strategy], o)]
                     shown = f" x{ranks}" if framework == "tf" and tf_ranks else ""
                     shown += " compiled" if compiled == "compiled" else ""
                     label = f"{framework} {strategy}{shown} / {pipeline}"
@@ -84,7 +86,7 @@ def measurements(args: argparse.Namespace, chosen: list[str]) -> list[Cell]:
                         nproc=ranks,
                         limit=args.train_limit,
                         device=args.device,
-                        extra=(*args.set, flag),
+                        extra=(*taken, flag),
                     )
                     cells.append(
                         (

@@ -221,6 +221,15 @@ def runnable(framework: str, world_size: int) -> list[str]:
     return [s.name for s in found if s.processes == "any"]
 
 
+def takes(strategy: Strategy, override: str) -> bool:
+    """Whether a `--set section.key=value` override means anything to `strategy`: False for an
+    option of its framework that other strategies read and it does not (a bench or sweep over
+    several strategies passes such an option only to those that read it)."""
+    section, _, key = override.partition("=")[0].strip().partition(".")
+    options = OPTION_DEFAULTS.get(strategy.framework, {})
+    return not (section == strategy.framework and key in options and key not in strategy.reads)
+
+
 def refusals(strategy: Strategy, cfg: Any, world_size: int | None = None) -> list[str]:
     """Why `cfg` cannot run with `strategy` (on `world_size` ranks, when known); empty when it
     can. Each reason names the fix."""
