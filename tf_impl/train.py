@@ -19,6 +19,8 @@ if __name__ == "__main__":  # --help in a second, before the framework is import
 
 import functools
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
 import keras
 import numpy as np
@@ -28,11 +30,12 @@ from tensorflow.python.framework import config as framework_config
 from common.core.config.config import Config
 from common.core.measure import precision
 from common.core.measure.clocks import EpochMeanStepClock, HostStepClock
+from common.core.measure.traffic import Call
 from common.core.train import main as main_body
 from common.core.train.trainer import TrainerBase
 from common.launch.cluster import ClusterSpec
 from common.launch.rendezvous import RendezvousError
-from tf_impl import checkpoint, dist, gemm, memory
+from tf_impl import checkpoint, dist, gemm, memory, traffic
 from tf_impl.data import TfData, build_dataset
 from tf_impl.model import build_model
 from tf_impl.optim import AgreedLossScaleOptimizer, build_optimizer, set_learning_rate
@@ -54,6 +57,9 @@ PEER_ERRORS = (
     tf.errors.DeadlineExceededError,
     tf.errors.InternalError,
 )
+
+
+T = TypeVar("T")
 
 
 def make_train_step(
@@ -155,6 +161,7 @@ class TfTrainer(TrainerBase):
                 "tf.mixed_precision=fp16"
             )
         self.steps = self.reported_skips = self.applied_before = 0
+        self.counting: list[Call] | None = None  # collectives of the work count_calls runs
 
     def numerics(self) -> dict:
         enabled = tf.config.experimental.tensor_float_32_execution_enabled()
@@ -202,6 +209,9 @@ class TfTrainer(TrainerBase):
         if self.fault is not None:
             self.fault.assign(float("inf") if self.steps in self.overflow_at else 1.0)
         loss = self.step_fn(images, labels)
+        if self.counting is not None:  # the graph this call ran
+            concrete = self.step_fn.get_concrete_function(images, labels)
+            self.counting += traffic.graph_calls(concrete, self.info.world_size)
         return loss if self.on_gpu else float(loss)  # float() waits for the step
 
     def step_clock(self):
@@ -225,7 +235,18 @@ class TfTrainer(TrainerBase):
         return float(total % precision.DIGEST_MODULUS)
 
     def evaluate(self) -> tuple[float, float]:
-        return evaluate(self.eval_step, self.data, self.info)
+        result = evaluate(self.eval_step, self.data, self.info)
+        if self.counting is not None:
+            self.counting += traffic.eval_calls(self.eval_step, self.data, self.info)
+        return result
+
+    def count_calls(self, work: Callable[[], T]) -> tuple[T, list[Call]]:
+        self.counting = []
+        try:
+            result = work()
+        finally:
+            calls, self.counting = self.counting, None
+        return result, calls
 
     def load_checkpoint(self, folder) -> None:
         super().load_checkpoint(folder)

@@ -18,22 +18,27 @@ if __name__ == "__main__":  # --help in a second, before the framework is import
 import functools
 import itertools
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 import torch.nn.functional as F
 
 from common.core.config.config import Config
+from common.core.config.expected import Unit
 from common.core.measure import precision
 from common.core.measure.clocks import HostStepClock
+from common.core.measure.traffic import Call
 from common.core.run import failures
 from common.core.train import main as main_body
 from common.core.train.trainer import TrainerBase
 from common.launch.cluster import ClusterSpec
-from torch_impl import checkpoint, dist, gemm, memory
+from common.models import weights as model_weights
+from torch_impl import checkpoint, dist, gemm, memory, traffic
 from torch_impl.data import TorchData, build_dataset
 from torch_impl.optim import build_optimizer, implementation, set_learning_rate
-from torch_impl.parallel import build_parallel, check_options, resolve_strategy
+from torch_impl.parallel import build_parallel, check_options, resolve_strategy, wrap_units
 from torch_impl.precision import Amp, apply_tf32, determinism_settings
 
 TRAIN_CLOCK = (
@@ -74,6 +79,9 @@ HOW = {
     ("wrapper", "dtensor"): "fully_shard MixedPrecisionPolicy",
     ("wrapper", "flat"): "FSDP MixedPrecision",
 }
+
+
+T = TypeVar("T")
 
 
 def train_step(model, optimizer, images: torch.Tensor, labels: torch.Tensor, amp: Amp):
@@ -158,6 +166,19 @@ class TorchTrainer(TrainerBase):
 
     def evaluate(self) -> tuple[float, float]:
         return evaluate(self.model, self.data, self.info, self.amp)
+
+    def count_calls(self, work: Callable[[], T]) -> tuple[T, list[Call]]:
+        dims = self.dims  # an all-reduce spans the replicas (hsdp), else every rank
+        return traffic.counted(work, dims.replicate if dims.replicate > 1 else dims.world_size)
+
+    def traffic_units(self) -> list[Unit]:
+        if not self.parallel.shards:
+            return super().traffic_units()
+        cfg, shapes = self.cfg, model_weights.parameter_shapes(self.cfg.net())
+        wrapped = wrap_units(cfg.net(), cfg.torch.wrap, cfg.torch.auto_wrap_min_params)
+        rest = [shape for name, held in shapes.items() if name not in wrapped for shape in held]
+        units = [Unit(tuple(shapes[name])) for name in wrapped]
+        return [*units, Unit(tuple(rest), root=True)]
 
     def loss_scaling(self) -> tuple[float, int] | None:
         return self.amp.loss_scaling()

@@ -61,6 +61,16 @@ def parameter_layers(net: Net) -> list[Placed]:
     return [p for p in placed(net) if p.layer.parameters(p.inputs) or p.layer.buffers(p.inputs)]
 
 
+def parameter_shapes(net: Net) -> dict[str, list[tuple[int, ...]]]:
+    """Every top-level layer's parameter shapes (a residual block is one layer with all it
+    holds), in forward order: what a wrapper gathers and reduces."""
+    found: dict[str, list[tuple[int, ...]]] = {}
+    for spot in parameter_layers(net):
+        shapes = spot.layer.parameters(spot.inputs).values()
+        found.setdefault(spot.name.split(".")[0], []).extend(tuple(shape) for shape in shapes)
+    return found
+
+
 def parameter_count(net: Net) -> int:
     """Trained numbers of the whole model (what every rank holds without sharding)."""
     return sum(

@@ -208,6 +208,45 @@ class Epoch:
         added=True,
         nullable=True,
     )
+    traffic: list[TrafficEntry] | None = doc(
+        "the collectives the chief issued, by phase and kind, counted from the framework's own "
+        "calls in one real training step (the second of the launch's first epoch, whose time "
+        "then holds the profiler's) and that epoch's evaluation pass (torch: its profiler's "
+        "c10d ops; TensorFlow: the collective ops of the graphs it ran), beside what the "
+        "strategy registry expects; the same in every epoch record of the launch; null for "
+        "one process",
+        added=True,
+        nullable=True,
+    )
+
+
+@dataclass(kw_only=True, slots=True)
+class TrafficEntry:
+    phase: str = doc(
+        "train: per optimizer step; eval: per evaluation pass over the test set",
+        choices=("train", "eval"),
+    )
+    kind: str = doc(
+        "the collective", choices=("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+    )
+    calls: float = doc("how many the rank issued, per step (train) or per pass (eval)")
+    payload_bytes: float = doc(
+        "bytes of the tensors the rank handed to them, per step or pass: the whole buffer of "
+        "an all_reduce, reduce_scatter or broadcast, the rank's own shard of an all_gather"
+    )
+    wire_bytes: float = doc(
+        "bytes a ring algorithm makes the rank send for them: 2(n-1)/n of an all_reduce's "
+        "payload, (n-1)/n of a reduce_scatter's, (n-1) x an all_gather's, n the ranks of the "
+        "group (what a backend really sends may differ: gloo runs reduce_scatter as all_reduce)"
+    )
+    expected_calls: float | None = doc(
+        "what the strategy registry expects of calls (common.core.config.strategies); null "
+        "where it has no expectation",
+        nullable=True,
+    )
+    expected_payload_bytes: float | None = doc(
+        "what the strategy registry expects of payload_bytes", nullable=True
+    )
 
 
 @dataclass(kw_only=True, slots=True)
@@ -239,6 +278,8 @@ Record = RunStart | Resume | Step | Epoch | RunEnd
 KINDS: dict[str, type[Record]] = {
     kind.KIND: kind for kind in (RunStart, Resume, Step, Epoch, RunEnd)
 }
+# The records' entries (objects in their lists), each a definition of the JSON Schema.
+ENTRIES: tuple[type, ...] = (MemoryEntry, TrafficEntry)
 # The sections every resolved config has (common.core.config.config.Config).
 CONFIG_SECTIONS = ("data", "model", "optim", "train", "dist", "output", "torch", "tf")
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import types
 import typing
 from typing import Any
 
-from common.core.records.records import CONFIG_SECTIONS, KINDS, SCHEMA_VERSION, MemoryEntry
+from common.core.records.records import CONFIG_SECTIONS, ENTRIES, KINDS, SCHEMA_VERSION
 
 JSON_TYPES = {
     bool: "boolean",
@@ -60,9 +61,14 @@ def _property(spec: dataclasses.Field[Any], tp: Any) -> dict[str, Any]:
             found["enum"] = list(typing.get_args(part))
         elif typing.get_origin(part) is list:
             (item,) = typing.get_args(part)
-            if dataclasses.is_dataclass(item):
-                found["items"] = {"$ref": "#/$defs/memory_entry"}
+            if isinstance(item, type) and dataclasses.is_dataclass(item):
+                found["items"] = {"$ref": f"#/$defs/{_entry_name(item)}"}
     return found
+
+
+def _entry_name(kind: type) -> str:
+    """MemoryEntry -> memory_entry: the name of an entry's definition."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", kind.__name__).lower()
 
 
 def _definition(kind: type, const: str | None) -> dict[str, Any]:
@@ -88,7 +94,7 @@ def json_schema() -> dict[str, Any]:
         "oneOf": [{"$ref": f"#/$defs/{name}"} for name in KINDS],
         "$defs": {
             **{name: _definition(kind, name) for name, kind in KINDS.items()},
-            "memory_entry": _definition(MemoryEntry, None),
+            **{_entry_name(entry): _definition(entry, None) for entry in ENTRIES},
         },
     }
 

@@ -12,18 +12,22 @@ common/ imports neither framework.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Protocol, SupportsFloat
+from typing import Any, Protocol, SupportsFloat, TypeVar
 
 import numpy as np
 
+from common.core.config.expected import Unit
 from common.core.config.strategies import ParallelDims
 from common.core.measure.clocks import StepClock
 from common.core.measure.memory import MemoryUse
 from common.core.measure.peak import Probe
+from common.core.measure.traffic import Call
 from common.data.shard import TrainPlan
 from common.launch.cluster import ClusterSpec
+
+T = TypeVar("T")
 
 
 class Dist(Protocol):
@@ -175,6 +179,15 @@ class Trainer(Protocol):
 
     def describe_failure(self, failure: BaseException) -> str:
         """One line for run_end's `error`: which rank, and what a framework error means."""
+
+    def count_calls(self, work: Callable[[], T]) -> tuple[T, list[Call]]:
+        """work()'s result and the collectives it issued on this rank, counted from the
+        framework's own calls (`common.core.measure.traffic`)."""
+        ...
+
+    def traffic_units(self) -> list[Unit]:
+        """The groups of parameters the wrapper gathers and reduces together."""
+        ...
 
     def lost_peer(self, failure: BaseException) -> str | None:
         """What `failure` says of a lost peer, when it is the framework's sign of one."""

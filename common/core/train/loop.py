@@ -20,10 +20,12 @@ from typing import SupportsFloat
 
 import numpy as np
 
+from common.core.config import strategies
 from common.core.config.cli import RunOptions
 from common.core.config.config import Config
-from common.core.measure import memory, precision
-from common.core.records.records import Status, Step
+from common.core.measure import memory, precision, traffic
+from common.core.measure.traffic import Call
+from common.core.records.records import Status, Step, TrafficEntry
 from common.core.run import recorder
 from common.core.run.contract import Trainer
 from common.core.run.lastwords import LastWords
@@ -44,10 +46,15 @@ from common.models import weights
 
 
 def train_epoch(
-    cfg: Config, trainer: Trainer, epoch: int, run: Run, progress: Progress
+    cfg: Config,
+    trainer: Trainer,
+    epoch: int,
+    run: Run,
+    progress: Progress,
+    counted: list[Call] | None = None,
 ) -> recorder.EpochResult:
     """Train one epoch (0-based) under the train clock; the clock pauses for step records and
-    progress lines."""
+    progress lines. `counted` collects the collectives of the epoch's second step."""
     steps = trainer.steps_per_epoch
     every = cfg.train.log_every_steps
     losses: list[SupportsFloat] = []
@@ -62,7 +69,11 @@ def train_epoch(
     clock.step_started()
     for step, batch in enumerate(trainer.train_batches(epoch)):
         lr = learning_rate(cfg.optim, epoch, step, steps, cfg.train.epochs)
-        loss = trainer.train_step(batch, lr)
+        if counted is not None and step == min(1, steps - 1):  # past the first step's set-up
+            loss, calls = trainer.count_calls(functools.partial(trainer.train_step, batch, lr))
+            counted += calls
+        else:
+            loss = trainer.train_step(batch, lr)
         clock.step_done()
         now = time.perf_counter()
         losses.append(loss)
@@ -97,6 +108,20 @@ def _chief_mean(share_of_loss: SupportsFloat, shares: int) -> float:
     return float(share_of_loss) * shares
 
 
+def _traffic(
+    cfg: Config, trainer: Trainer, train_calls: list[Call], eval_calls: list[Call]
+) -> list[TrafficEntry]:
+    """The epoch record's traffic: one step's and one evaluation pass's collectives, beside
+    what the strategy registry expects of a step."""
+    dims = trainer.dims
+    strategy = strategies.get(trainer.framework, trainer.strategy)
+    expected = strategy.traffic(trainer.traffic_units(), dims.replicate, dims.shard, cfg)
+    return [
+        *traffic.entries("train", train_calls, 1, expected),
+        *traffic.entries("eval", eval_calls, 1, None),
+    ]
+
+
 def train_epochs(
     cfg: Config, trainer: Trainer, run: Run, options: RunOptions, stops: Stops
 ) -> None:
@@ -115,16 +140,23 @@ def train_epochs(
     )
     loop_start = time.perf_counter()
     reprobed = False
+    sent: list[TrafficEntry] | None = None  # counted in the launch's first epoch
     for epoch in range(start_epoch, cfg.train.epochs):
         done = epoch + 1
         trainer.reset_peak_memory()
-        trained = train_epoch(cfg, trainer, epoch, run, progress)
+        counting = trainer.spec.world_size > 1 and epoch == start_epoch
+        train_calls: list[Call] | None = [] if counting else None
+        trained = train_epoch(cfg, trainer, epoch, run, progress, train_calls)
         trainer.synchronize()
         eval_start = time.perf_counter()
-        val_loss, val_accuracy = trainer.evaluate()
-        evaluated = recorder.Evaluation(
-            loss=val_loss, accuracy=val_accuracy, time_s=time.perf_counter() - eval_start
-        )
+        if train_calls is not None:
+            (val_loss, val_accuracy), eval_calls = trainer.count_calls(trainer.evaluate)
+            eval_s = time.perf_counter() - eval_start
+            sent = _traffic(cfg, trainer, train_calls, eval_calls)
+        else:
+            val_loss, val_accuracy = trainer.evaluate()
+            eval_s = time.perf_counter() - eval_start
+        evaluated = recorder.Evaluation(loss=val_loss, accuracy=val_accuracy, time_s=eval_s)
         record = recorder.epoch(
             number=done,
             trained=trained,
@@ -138,6 +170,7 @@ def train_epochs(
             ),
             flops_per_sample=flops,
             peak_flops=peak_total,
+            traffic=sent,
         )
         run.record_epoch(record)
         precision.check_agreement(record)  # a broken run's numbers mean nothing: stop it

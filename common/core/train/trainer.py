@@ -14,11 +14,13 @@ import numpy as np
 
 from common.core.config import strategies
 from common.core.config.config import Config
+from common.core.config.expected import Unit
 from common.core.measure import peak, precision
 from common.core.measure.clocks import HostStepClock, StepClock
 from common.core.measure.memory import MemoryUse
 from common.core.run import failures
 from common.core.run.contract import Checkpoints, DataSource, Dist, Gemm, Memory
+from common.models import weights
 
 
 class TrainerBase:
@@ -128,6 +130,12 @@ class TrainerBase:
 
     def export_model(self, run_dir: Path) -> Path:
         return self.checkpoint.export_model(self.model, run_dir, self.info)
+
+    def traffic_units(self) -> list[Unit]:
+        """What the wrapper gathers and reduces together: the whole model, as one unit (a
+        sharding side names its units)."""
+        shapes = weights.parameter_shapes(self.cfg.net())
+        return [Unit(tuple(shape for held in shapes.values() for shape in held), root=True)]
 
     def lost_peer(self, failure: BaseException) -> str | None:
         """What `failure` says of a lost peer, when it is the framework's sign of one (a

@@ -1,0 +1,64 @@
+"""Every run records the collectives its framework really issued in one training step (torch:
+the profiler's c10d ops; TensorFlow: the collective ops of the step graph), beside what the
+strategy registry expects; here they agree within 1% in calls and bytes, for each strategy on
+real ranks, and evaluation's collectives are recorded apart."""
+
+import json
+
+import pytest
+
+from common.core.config.expected import Unit
+from tests.launching import runner
+
+SETTINGS = ["data.train_limit=640", "data.test_limit=200", "train.epochs=1"]
+CASES = {
+    "torch ddp": ("torch_impl.train", 2, ["torch.strategy=ddp"]),
+    "torch fsdp2": ("torch_impl.train", 2, ["torch.strategy=fsdp2"]),
+    "torch fsdp2 shard_grad_op": (
+        "torch_impl.train",
+        2,
+        ["torch.strategy=fsdp2", "torch.sharding=shard_grad_op"],
+    ),
+    "torch fsdp2 size units": ("torch_impl.train", 2, ["torch.strategy=fsdp2", "torch.wrap=size"]),
+    "torch fsdp1": ("torch_impl.train", 2, ["torch.strategy=fsdp1"]),
+    "torch fsdp1 size units": ("torch_impl.train", 2, ["torch.strategy=fsdp1", "torch.wrap=size"]),
+    "torch hsdp 2x2": ("torch_impl.train", 4, ["torch.strategy=hsdp", "torch.hsdp_shard_size=2"]),
+    "tf mwms": ("tf_impl.train", 2, []),
+}
+
+
+def traffic(run_dir) -> list[dict]:
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    epochs = [record for record in records if record["record"] == "epoch"]
+    return epochs[0]["traffic"]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_counted_collectives_agree_with_the_registry(case, tmp_path):
+    module, nproc, extra = CASES[case]
+    _, run_dir = runner(module, tmp_path)("t", nproc, *SETTINGS, *extra, small=False)
+    entries = traffic(run_dir)
+    train = [entry for entry in entries if entry["phase"] == "train"]
+    expected_total = sum(entry["expected_payload_bytes"] for entry in train)
+    assert expected_total > 0, entries
+    for entry in train:
+        if entry["expected_calls"]:
+            assert entry["calls"] == pytest.approx(entry["expected_calls"], rel=0.01), entry
+            assert entry["payload_bytes"] == pytest.approx(
+                entry["expected_payload_bytes"], rel=0.01
+            ), entry
+        else:  # control messages the registry does not model (DDP's 2 int broadcasts)
+            assert entry["payload_bytes"] < 0.01 * expected_total, entry
+    assert {entry["kind"] for entry in entries if entry["phase"] == "eval"} >= {"all_reduce"}
+    assert all(entry["expected_calls"] is None for entry in entries if entry["phase"] == "eval")
+    if case in ("torch ddp", "tf mwms"):  # the worked check: 109,386 float32 gradients
+        (reduced,) = [entry for entry in train if entry["kind"] == "all_reduce"]
+        assert (reduced["calls"], reduced["payload_bytes"]) == (1, 437_544)
+        assert reduced["wire_bytes"] == 437_544  # 2(n-1)/n of the payload, n = 2
+
+
+def test_shards_are_padded_on_dim_0_per_parameter_or_per_flat_unit():
+    unit = Unit(((10, 3), (5,)))  # 35 numbers
+    assert unit.numel == 35
+    assert unit.dim0_shard(4) == 3 * 3 + 2  # ceil(10/4) rows of 3, ceil(5/4)
+    assert unit.flat_shard(4) == 9  # ceil(35/4)
