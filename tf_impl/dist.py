@@ -148,12 +148,6 @@ def _all_reduce_fn(info: DistInfo):
     return info.compiled["all_reduce"]
 
 
-def all_reduce_graph(info: DistInfo, size: int):
-    """The concrete function `all_reduce_sum` runs for `size` float64 values (its graph holds
-    the collective; `tf_impl.traffic`)."""
-    return _all_reduce_fn(info).get_concrete_function(tf.zeros(size, tf.float64))
-
-
 def all_reduce_sum(values: np.ndarray, info: DistInfo) -> np.ndarray:
     """Sum a float64 array over the workers; every worker gets the sum."""
     local = tf.constant(np.asarray(values, dtype=np.float64))

@@ -71,7 +71,7 @@ def set_threads(spec: cluster.ClusterSpec) -> dict[str, int]:
 STORE_GRACE_S = 2.0
 
 
-def meet(spec: cluster.ClusterSpec, timeout_s: float) -> torch_dist.TCPStore:
+def _meet(spec: cluster.ClusterSpec, timeout_s: float) -> torch_dist.TCPStore:
     """The rendezvous store: the chief serves it and waits for every rank; the others connect.
     RuntimeError within timeout_s (and STORE_GRACE_S) naming the address, the port and what was
     found there. The store is built in a thread of its own, since a client of a silent server
@@ -133,7 +133,7 @@ def setup_distributed(cfg: Config, spec: cluster.ClusterSpec) -> DistInfo:
     backend = torch_dist.get_default_backend_for_device(device)
     if backend == "nccl":  # read by ProcessGroupNCCL when init_process_group creates it
         os.environ.update(nccl.error_settings(os.environ))
-    store = meet(spec, cfg.dist.startup_timeout_s)
+    store = _meet(spec, cfg.dist.startup_timeout_s)
     torch_dist.init_process_group(
         backend=backend,
         store=store,
