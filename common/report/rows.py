@@ -41,6 +41,8 @@ class Row:
     samples_s_high: float | None = None
     eval_s: float | None = None
     mfu: float | None = None
+    collectives: float | None = None
+    sent_mb: float | None = None
     warmup_s: float | None = None
     peak_mib: float | None = None
     above_mib: float | None = None
@@ -183,6 +185,8 @@ def rows_for(runs: list[RecordedRun], target: float | None = None) -> list[Row]:
                 samples_s_high=samples_high,
                 eval_s=median_of(s.eval_s for s in summaries),
                 mfu=median_of(s.mfu for s in summaries),
+                collectives=median_of(s.collectives for s in summaries),
+                sent_mb=median_of(s.sent_mb for s in summaries),
                 warmup_s=median_of(s.warmup_s for s in summaries),
                 peak_mib=median_of(s.peak_mib for s in summaries),
                 above_mib=median_of(s.above_mib for s in summaries),

@@ -51,6 +51,10 @@ class RunSummary:
     samples_s: float | None
     eval_s: float | None
     mfu: float | None
+    collectives: float | None
+    """Collectives per training step (the epoch records' traffic)."""
+    sent_mb: float | None
+    """MB a ring algorithm makes one rank send per training step."""
     warmup_s: float | None
     """Epoch 1's first step beyond its median step: tracing, compiling, warm-up."""
     first_epoch_only: bool
@@ -173,6 +177,8 @@ class RecordedRun:
             samples_s=median_of(e.samples_per_s for e in timed),
             eval_s=median_of(e.eval_time_s for e in timed),
             mfu=median_of(e.mfu for e in timed),
+            collectives=_per_step(self.epochs, "calls"),
+            sent_mb=_per_step(self.epochs, "wire_bytes", 1e6),
             warmup_s=_warmup(self.epochs[0]) if self.epochs else None,
             first_epoch_only=len(self.epochs) == 1,
             peak_mib=max(m.peak_bytes for m in memory) / MIB if memory else None,
@@ -186,6 +192,16 @@ class RecordedRun:
             target_s=time_to_target(self.epochs, target),
             status=self.end.status if self.end else "unfinished",
         )
+
+
+def _per_step(epochs: list[Epoch], key: str, unit: float = 1.0) -> float | None:
+    """A training step's traffic summed over its collectives (`key` of each entry), from the
+    last epoch record that has it; None for one process or a file written before it."""
+    counted = next((epoch.traffic for epoch in reversed(epochs) if epoch.traffic), None)
+    if counted is None:
+        return None
+    total = sum(float(getattr(entry, key)) for entry in counted if entry.phase == "train")
+    return total / unit
 
 
 def _identity(start: RunStart) -> dict[str, Any]:

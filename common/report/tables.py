@@ -20,6 +20,8 @@ COLUMNS: list[tuple[str, str, int]] = [  # Row attribute, header, digits
     ("samples_s", "samples/s", 0),
     ("eval_s", "eval s", 3),
     ("mfu", "MFU %", 1),
+    ("collectives", "coll/step", 0),
+    ("sent_mb", "MB sent/rank/step", 3),
     ("warmup_s", "compile s", 2),
     ("efficiency", "scaling eff %", 0),
     ("peak_mib", "peak MiB/rank", 0),
@@ -100,6 +102,10 @@ def footnotes(rows: list[Row], target: float | None = None) -> list[str]:
         "MFU % = samples/s x training FLOPs per sample (6 x forward multiply-accumulates, from "
         "the model definition) / the ranks' summed peak, each a GEMM measured on its device and "
         "threads at the run's precision (common.core.measure.peak)",
+        "coll/step and MB sent/rank/step = the collectives one training step issued on the "
+        "chief, counted from the framework's own calls, and the bytes a ring algorithm makes a "
+        "rank send for them (2(n-1)/n of an all-reduce's buffer, (n-1)/n of a "
+        "reduce-scatter's, (n-1) x an all-gather's shard); the records hold them by kind",
         "scaling eff % = samples/s / (workers x samples/s of the same framework's 1-worker "
         "run): strong scaling with a global batch, weak scaling with a per-rank batch",
         "state MiB/rank = parameters + gradients + optimizer state held by one rank (exact bytes)",

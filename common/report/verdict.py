@@ -100,7 +100,28 @@ def sentences(rows: list[Row], target: float) -> list[str]:
             "spread of repeats is noise. "
             "Repeat each setup, or set dist.deterministic=true to compare bit for bit."
         )
-    said += _memory(rows) + _accuracy(rows, target)
+    said += _traffic(timed) + _memory(rows) + _accuracy(rows, target)
+    return said
+
+
+def _traffic(rows: list[Row]) -> list[str]:
+    """Why a strategy is slower, in what it sends: the rows of one worker count that send the
+    most and the least per step."""
+    said = []
+    for world in sorted({row.world for row in rows if row.world > 1}):
+        sending = [row for row in rows if row.world == world and row.sent_mb is not None]
+        if len(sending) < 2:
+            continue
+        most = max(sending, key=lambda row: row.sent_mb or 0.0)
+        least = min(sending, key=lambda row: row.sent_mb or 0.0)
+        if most is least:
+            continue
+        said.append(
+            f"Per training step, {_label(most)} sends {most.sent_mb:.2f} MB per rank in "
+            f"{most.collectives:.0f} collectives, against {least.sent_mb:.2f} MB in "
+            f"{least.collectives:.0f} for {_label(least)}: at a link's fixed cost per "
+            "collective and per byte, the first pays more per step."
+        )
     return said
 
 

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+import compare
 from common.core.config.expected import Unit
 from tests.launching import runner
 
@@ -34,7 +35,7 @@ def traffic(run_dir) -> list[dict]:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_counted_collectives_agree_with_the_registry(case, tmp_path):
+def test_counted_collectives_agree_with_the_registry(case, tmp_path, capsys):
     module, nproc, extra = CASES[case]
     _, run_dir = runner(module, tmp_path)("t", nproc, *SETTINGS, *extra, small=False)
     entries = traffic(run_dir)
@@ -51,6 +52,10 @@ def test_counted_collectives_agree_with_the_registry(case, tmp_path):
             assert entry["payload_bytes"] < 0.01 * expected_total, entry
     assert {entry["kind"] for entry in entries if entry["phase"] == "eval"} >= {"all_reduce"}
     assert all(entry["expected_calls"] is None for entry in entries if entry["phase"] == "eval")
+    compare.main([str(run_dir), "--format", "json"])
+    (row,) = json.loads(capsys.readouterr().out)["rows"]  # the report's columns hold the sums
+    assert row["collectives"] == sum(entry["calls"] for entry in train)
+    assert row["sent_mb"] == pytest.approx(sum(entry["wire_bytes"] for entry in train) / 1e6)
     if case in ("torch ddp", "tf mwms"):  # the worked check: 109,386 float32 gradients
         (reduced,) = [entry for entry in train if entry["kind"] == "all_reduce"]
         assert (reduced["calls"], reduced["payload_bytes"]) == (1, 437_544)
