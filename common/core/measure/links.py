@@ -1,0 +1,158 @@
+"""A link model: what one collective costs on the links a launch runs on, measured with each
+framework's own collectives (`torch_impl.links`, `tf_impl.links`, under any launcher) and fitted
+per kind as time = alpha + beta x wire bytes (the bytes a ring algorithm makes one rank send,
+`common.core.measure.traffic.wire_bytes`): alpha the fixed cost of a call (latency, launch,
+synchronization), beta the cost of a byte (1 / the bandwidth one rank sees).
+
+The profile is JSON, checked by `LinkProfile` (its schema: docs/link_profile.schema.json), and
+names the hosts and the launch it was measured on, so that a projection can refuse to apply it
+to runs of other hosts.
+
+    python -m common.launch --nproc 2 -- python -m torch_impl.links --out results/links.json
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from common.core.measure.traffic import wire_bytes
+from common.core.records import provenance
+
+PROFILE_VERSION = 1
+# 8 B to 64 MiB, a factor 8 apart: latency-bound at the bottom, bandwidth-bound at the top.
+SIZES = (8, 64, 512, 4096, 32_768, 262_144, 2_097_152, 16_777_216, 67_108_864)
+KIND_NAMES = ("all_reduce", "all_gather", "reduce_scatter")
+
+
+class Point(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    payload_bytes: int
+    """Bytes each rank handed the collective (its shard, for an all_gather)."""
+    wire_bytes: float
+    """Bytes a ring algorithm makes each rank send for it."""
+    seconds: float
+    """Median seconds of one call, on the chief, between barriers."""
+
+
+class KindFit(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    alpha_s: float
+    """Fixed seconds of one call, whatever its size (the fit's intercept)."""
+    beta_s_per_byte: float
+    """Seconds per wire byte (the fit's slope); 1 / beta is the bandwidth one rank sees."""
+    points: list[Point]
+    """The measurements the fit came from."""
+
+
+class LinkProfile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    profile_version: int = PROFILE_VERSION
+    """Version of this format."""
+    time: str
+    """UTC time of the measurement, ISO 8601."""
+    framework: str
+    """torch or tf: whose collectives were timed."""
+    transport: str
+    """The backend: gloo or nccl (torch), ring or nccl (TensorFlow)."""
+    device_type: str
+    """cpu or gpu."""
+    world_size: int
+    """Ranks that took part."""
+    hosts: list[str]
+    """Every rank's host, in rank order."""
+    launcher: str
+    """How the ranks were started: local, torchrun, slurm, tf_config."""
+    launch_id: str
+    """The launch's id (SLURM job, launcher's run id); empty when it had none."""
+    kinds: dict[str, KindFit]
+    """Each collective measured, with its fit."""
+    not_measured: dict[str, str] = Field(default_factory=dict)
+    """Collectives the framework does not offer here, with why."""
+
+    def seconds(self, kind: str, calls: float, wire: float) -> float | None:
+        """Seconds the model gives `calls` collectives of `kind` sending `wire` bytes."""
+        fit = self.kinds.get(kind) or self.kinds.get("all_reduce")
+        return None if fit is None else calls * fit.alpha_s + wire * fit.beta_s_per_byte
+
+
+def fit(points: list[Point]) -> tuple[float, float]:
+    """(alpha, beta) of time = alpha + beta x wire bytes, least squares weighted by 1/time (each
+    point's relative error counts alike, the 8 B calls as much as the 64 MiB ones); both kept
+    at 0 or above."""
+    wire = np.array([p.wire_bytes for p in points], dtype=np.float64)
+    seconds = np.array([p.seconds for p in points], dtype=np.float64)
+    weight = 1.0 / np.maximum(seconds, 1e-9)
+    design = np.stack([np.ones_like(wire), wire], axis=1) * weight[:, None]
+    (alpha, beta), *_ = np.linalg.lstsq(design, seconds * weight, rcond=None)
+    if alpha < 0:  # a negative latency fits noise: bandwidth alone
+        alpha, beta = 0.0, float(np.sum(wire * seconds * weight**2) / np.sum((wire * weight) ** 2))
+    if beta < 0:
+        alpha, beta = float(np.median(seconds)), 0.0
+    return float(alpha), float(beta)
+
+
+def repeats(size: int) -> int:
+    """Calls timed at `size`, the same on every rank (they must issue the same collectives):
+    many small ones, where a call is microseconds, few large ones."""
+    return 20 if size <= 262_144 else 10 if size <= 2_097_152 else 5 if size <= 16_777_216 else 3
+
+
+def measure(
+    timer: Callable[[str, int, int], float], kinds: tuple[str, ...], ranks: int, max_bytes: int
+) -> dict[str, KindFit]:
+    """Time every kind at every size up to `max_bytes` with `timer(kind, payload, calls)` (the
+    mean seconds of one call over `calls`), after one call to warm up, and fit each. Every
+    rank calls it alike."""
+    sizes = [size for size in SIZES if size <= max_bytes]
+    found = {}
+    for kind in kinds:
+        points = []
+        for size in sizes:
+            timer(kind, size, 1)  # warm-up: buffers, connections, compiled functions
+            seconds = statistics.median(timer(kind, size, repeats(size)) for _ in range(3))
+            wire = wire_bytes(kind, size, ranks)
+            points.append(Point(payload_bytes=size, wire_bytes=wire, seconds=seconds))
+        alpha, beta = fit(points)
+        found[kind] = KindFit(alpha_s=alpha, beta_s_per_byte=beta, points=points)
+    return found
+
+
+def write(profile: LinkProfile, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(profile.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def read(path: str | Path) -> LinkProfile:
+    """A profile from its file; ValueError naming the file and the problem."""
+    try:
+        return LinkProfile.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ValueError(
+            f"link profile {path}: cannot be read ({error.strerror or error})"
+        ) from None
+    except ValueError as error:
+        first = str(error).splitlines()
+        raise ValueError(f"link profile {path} is not one: {' '.join(first[:3])}") from None
+
+
+def schema_text() -> str:
+    return json.dumps(LinkProfile.model_json_schema(), indent=2) + "\n"
+
+
+def stamp() -> str:
+    return provenance.utc_now()
+
+
+if __name__ == "__main__":
+    print(schema_text(), end="")

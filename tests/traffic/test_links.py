@@ -1,0 +1,56 @@
+"""The link model: a fit that recovers known costs, and each framework's tool measuring real
+ranks into a profile that its schema (docs/link_profile.schema.json, generated) accepts."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from common.core.measure import links
+from tests.launching import train_command
+
+SCHEMA = Path(__file__).resolve().parents[2] / "docs" / "link_profile.schema.json"
+
+
+def test_the_published_schema_is_what_the_profile_model_defines():
+    assert SCHEMA.read_text() == links.schema_text(), (
+        "run: python -m common.core.measure.links > docs/link_profile.schema.json"
+    )
+
+
+def test_the_fit_recovers_latency_and_bandwidth():
+    alpha, beta = 150e-6, 1 / 2e9  # 150 us a call, 2 GB/s
+    points = [
+        links.Point(payload_bytes=size, wire_bytes=size, seconds=alpha + beta * size)
+        for size in links.SIZES
+    ]
+    fitted_alpha, fitted_beta = links.fit(points)
+    assert fitted_alpha == pytest.approx(alpha, rel=1e-6)
+    assert fitted_beta == pytest.approx(beta, rel=1e-6)
+
+
+def test_a_profile_of_other_contents_is_refused_by_name(tmp_path):
+    bad = tmp_path / "links.json"
+    bad.write_text('{"framework": "torch"}')
+    with pytest.raises(ValueError, match="links.json is not one"):
+        links.read(bad)
+
+
+@pytest.mark.parametrize("module", ["torch_impl.links", "tf_impl.links"])
+def test_each_framework_measures_its_own_collectives_into_a_profile(module, tmp_path):
+    out = tmp_path / "links.json"
+    command = train_command(module, 2, [], ["--out", str(out), "--max-bytes", "32768"])
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    raw = json.loads(out.read_text())
+    jsonschema.validate(raw, json.loads(SCHEMA.read_text()))
+    profile = links.read(out)
+    assert profile.world_size == 2 and len(profile.hosts) == 2
+    assert profile.framework == module.split("_")[0]
+    expected = {"all_reduce", "all_gather"} | ({"reduce_scatter"} if "torch" in module else set())
+    assert set(profile.kinds) == expected
+    for fit in profile.kinds.values():
+        assert len(fit.points) == 5 and fit.alpha_s >= 0 and fit.beta_s_per_byte >= 0  # 8 B..32 KiB
+        assert all(point.seconds > 0 for point in fit.points)
