@@ -23,7 +23,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from common.report import outputs, sizes, tables, verdict
+from common.report import outputs, projections, sizes, tables, verdict
 from common.report.inputs import load_runs
 from common.report.rows import group_runs, rows_for
 from common.report.runs import RecordedRun
@@ -103,6 +103,18 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument("--assert-close", nargs=2, metavar=("A", "B"))
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--steps", type=int, default=0, help="compare only the first N points")
+    parser.add_argument(
+        "--project",
+        metavar="N,N,...",
+        help="project each run to these worker counts with a link profile (e.g. 2,8,64,512)",
+    )
+    parser.add_argument(
+        "--links",
+        type=Path,
+        metavar="PROFILE",
+        help="the link profile for --project (python -m torch_impl.links or tf_impl.links); "
+        "default: a links*.json found in the results",
+    )
     args = parser.parse_args(argv)
     if args.target is not None and not 0 < args.target <= 1:
         parser.error(f"--target is an accuracy in (0, 1], got {args.target}")
@@ -138,8 +150,20 @@ def _main(argv: list[str] | None) -> int:
     if args.format in ("terminal", "markdown") and all_rows:
         bullet = "  *" if args.format == "terminal" else "-"
         print("\n".join(f"{bullet} {note}" for note in tables.footnotes(all_rows, target)))
+    if args.project:
+        try:
+            projected = projections.report(runs, args.project, args.links, args.results)
+        except ValueError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        print(projected.text)
     for note in notes:
         print(f"not side by side: {note}", file=sys.stderr)
+
+    if args.out and runs and args.project:
+        projected_plot = projections.plot(projected, args.out)
+        if projected_plot:
+            print(f"projection plot: {projected_plot}")
     if args.out and runs:
         try:
             html_path = outputs.write_report(

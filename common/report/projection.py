@@ -1,0 +1,159 @@
+"""What a run would do on more workers, from what it measured and a link profile
+(`common.core.measure.links`): its compute per step, and the collectives it issued per step
+(the epoch records' traffic) priced by the profile at the projected world size.
+
+  step time at N = compute at N + communication at N, given as a range: full overlap
+  (the larger of the two) to none (their sum)
+  compute at N   = the measured step less its communication at the run's own size, times
+                   run workers / N under strong scaling (a global batch), unchanged under weak
+  communication  = for each collective kind: calls x alpha + wire bytes at N x beta, where an
+                   all-gather's shard shrinks with the shard group and the ring's wire bytes
+                   follow the group's size (`common.core.measure.traffic.wire_bytes`)
+
+Every number here is a model's: it ignores contention between ranks of one host, congestion
+and the framework's own overlap of communication with compute beyond the range given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from common.core.config import config_io, strategies
+from common.core.measure.links import LinkProfile
+from common.core.measure.traffic import wire_bytes
+from common.report.runs import RecordedRun
+
+
+@dataclass(frozen=True)
+class Projected:
+    label: str
+    world: int
+    step_fast_s: float  # full overlap
+    step_slow_s: float  # no overlap
+    samples_s_low: float
+    samples_s_high: float
+    efficiency_low: float
+    efficiency_high: float
+    communication_s: float
+
+
+def _dims(run: RecordedRun, world: int) -> tuple[int, int]:
+    """(replicas, shards) of the run's strategy at `world` ranks, its ranks per node kept."""
+    start = run.start
+    cfg = config_io.from_dict(start.config)
+    local = max(1, start.world_size // max(1, len(set(start.hosts))))
+    strategy = strategies.get(start.framework, start.strategy)
+    dims = strategy.dims(world, min(local, world), cfg)
+    return dims.replicate, dims.shard
+
+
+def communication_s(run: RecordedRun, profile: LinkProfile, world: int) -> float | None:
+    """Seconds one training step of `run` spends in collectives at `world` ranks; None
+    without traffic records."""
+    traffic = next((epoch.traffic for epoch in reversed(run.epochs) if epoch.traffic), None)
+    if traffic is None:
+        return None
+    _, shard_now = _dims(run, run.start.world_size)
+    replicas, shard = _dims(run, world)
+    total = 0.0
+    for entry in (entry for entry in traffic if entry.phase == "train"):
+        payload = entry.payload_bytes / entry.calls if entry.calls else 0.0
+        if entry.kind == "all_gather":
+            payload *= shard_now / shard  # each rank's shard of a unit
+        group = {"all_gather": shard, "reduce_scatter": shard}.get(
+            entry.kind, replicas if shard > 1 and replicas > 1 else world
+        )
+        cost = profile.seconds(
+            entry.kind, entry.calls, entry.calls * wire_bytes(entry.kind, payload, group)
+        )
+        total += cost or 0.0
+    return total
+
+
+def project(
+    run: RecordedRun, profile: LinkProfile, worlds: list[int]
+) -> tuple[list[Projected], list[str]]:
+    """The run at each world size of `worlds` (not below its own), and the caveats."""
+    start, caveats = run.start, []
+    variant = run.row_variant()
+    label = f"{run.label}{f' ({variant})' if variant else ''}"
+    timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
+    speeds = sorted(epoch.samples_per_s for epoch in timed)
+    own = communication_s(run, profile, start.world_size)
+    if not speeds or own is None:
+        return [], [
+            f"{label}: no traffic recorded (one process, or written before it): not projected"
+        ]
+    samples_s = speeds[len(speeds) // 2]
+    batch = start.global_batch_size
+    step_s = batch / samples_s
+    compute_s = max(step_s - own, 0.0)
+    weak = start.config.get("train", {}).get("batch_mode") == "per_rank"
+    single_s = compute_s * (1 if weak else start.world_size)  # one worker, no communication
+    found = []
+    for world in worlds:
+        if world < start.world_size:
+            caveats.append(
+                f"{label}: not projected to {world} workers, below its own {start.world_size}"
+            )
+            continue
+        comm = communication_s(run, profile, world) or 0.0
+        compute = compute_s if weak else compute_s * start.world_size / world
+        fast, slow = max(compute, comm), compute + comm
+        global_batch = batch * world / start.world_size if weak else batch
+        found.append(
+            Projected(
+                label=label,
+                world=world,
+                step_fast_s=fast,
+                step_slow_s=slow,
+                samples_s_low=global_batch / slow,
+                samples_s_high=global_batch / fast,
+                efficiency_low=(single_s / slow if weak else single_s / (world * slow)),
+                efficiency_high=(single_s / fast if weak else single_s / (world * fast)),
+                communication_s=comm,
+            )
+        )
+    return found, caveats
+
+
+def host_caveat(runs: list[RecordedRun], profile: LinkProfile) -> str | None:
+    """A caveat when the profile was measured on other hosts than the runs ran on."""
+    ran = {host for run in runs for host in run.start.hosts}
+    if ran and not ran <= set(profile.hosts):
+        return (
+            f"the link profile was measured on {', '.join(sorted(set(profile.hosts)))}, the runs "
+            f"ran on {', '.join(sorted(ran))}: their links may cost otherwise"
+        )
+    return None
+
+
+def crossover(a: RecordedRun, b: RecordedRun, profile: LinkProfile, world: int) -> str | None:
+    """At which link speed (a factor on the profile's bandwidth) two runs' projected steps at
+    `world` ranks trade places, when they do (no overlap assumed)."""
+
+    def parts(run: RecordedRun) -> tuple[float, float] | None:
+        fixed = communication_s(run, _latency_only(profile), world)
+        every = communication_s(run, profile, world)
+        timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
+        if fixed is None or every is None or not timed:
+            return None
+        own = communication_s(run, profile, run.start.world_size) or 0.0
+        step = run.start.global_batch_size / sorted(e.samples_per_s for e in timed)[len(timed) // 2]
+        compute = max(step - own, 0.0) * run.start.world_size / world
+        return compute + fixed, every - fixed  # step = first + second / speed
+
+    one, two = parts(a), parts(b)
+    if one is None or two is None or one[1] == two[1]:
+        return None
+    speed = (two[1] - one[1]) / (one[0] - two[0]) if one[0] != two[0] else None
+    if speed is None or speed <= 0:
+        return None
+    return f"{speed:.2g}x the profile's bandwidth"
+
+
+def _latency_only(profile: LinkProfile) -> LinkProfile:
+    kinds = {
+        kind: fit.model_copy(update={"beta_s_per_byte": 0.0}) for kind, fit in profile.kinds.items()
+    }
+    return profile.model_copy(update={"kinds": kinds})

@@ -1,0 +1,178 @@
+"""compare's projection (`--project 2,8,64 --links PROFILE`): every run priced at more workers
+by `common.report.projection`, as a table, a few sentences on where the order between runs
+changes, and one plot of the measured points over the projected bands."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from common.core.measure import links
+from common.report import projection
+from common.report.looks import pyplot, style
+from common.report.runs import RecordedRun
+
+
+@dataclass
+class Report:
+    text: str
+    rows: list[projection.Projected] = field(default_factory=list)
+    measured: list[tuple[str, int, float]] = field(
+        default_factory=list
+    )  # label, workers, samples/s
+    profile: str = ""
+
+
+def worlds(text: str) -> list[int]:
+    """'2,8,64' -> [2, 8, 64]; ValueError naming the bad part."""
+    try:
+        found = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise ValueError(f"--project takes worker counts like 2,8,64, got {text!r}") from None
+    if not found or found[0] < 1:
+        raise ValueError(f"--project takes worker counts of 1 or more, got {text!r}")
+    return found
+
+
+def find_profile(given: Path | None, results: list[str]) -> Path:
+    """The profile named, or the one link profile found in the result folders."""
+    if given is not None:
+        if not given.is_file():
+            raise ValueError(
+                f"--links {given}: no such file (make one: python -m torch_impl.links)"
+            )
+        return given
+    found = sorted({p for r in results if Path(r).is_dir() for p in Path(r).glob("links*.json")})
+    if not found:
+        raise ValueError(
+            "--project needs a link profile: give --links PROFILE, or put the links.json that "
+            "python -m torch_impl.links (or tf_impl.links) wrote into the results"
+        )
+    return found[0]
+
+
+def report(runs: list[RecordedRun], project: str, given: Path | None, results: list[str]) -> Report:
+    """The projection's text and numbers; ValueError for a bad list or a missing profile."""
+    counts = worlds(project)
+    path = find_profile(given, results)
+    profile = links.read(path)
+    hosts = ", ".join(sorted(set(profile.hosts)))
+    lines = [
+        f"== projection with the link profile {path} ({profile.framework} "
+        f"{profile.transport}, {profile.world_size} ranks on {hosts})"
+    ]
+    caveats = [c for c in [projection.host_caveat(runs, profile)] if c]
+    others = sorted({run.start.framework for run in runs} - {profile.framework})
+    if others:
+        caveats.append(
+            f"the profile timed {profile.framework}'s collectives; {', '.join(others)} runs "
+            "are priced with them too: measure their own (python -m tf_impl.links)"
+        )
+    found = Report(text="", profile=str(path))
+    header = ("run", "workers", "samples/s (no overlap .. full)", "scaling eff %", "comm ms/step")
+    lines.append("{:>34}  {:>7}  {:>32}  {:>14}  {:>12}".format(*header))
+    for run in runs:
+        rows, said = projection.project(run, profile, counts)
+        caveats += said
+        timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
+        if rows and timed:
+            measured = sorted(e.samples_per_s for e in timed)[len(timed) // 2]
+            found.measured.append((rows[0].label, run.start.world_size, measured))
+        for row in rows:
+            found.rows.append(row)
+            speeds = f"{row.samples_s_low:>14,.0f} .. {row.samples_s_high:<15,.0f}"
+            efficiency = f"{100 * row.efficiency_low:>5.0f} .. {100 * row.efficiency_high:<4.0f}"
+            comm = f"{1000 * row.communication_s:>12.2f}"
+            lines.append(f"{row.label:>34}  {row.world:>7}  {speeds}  {efficiency}  {comm}")
+    lines += [f"  > {sentence}" for sentence in _flips(runs, profile, counts)]
+    lines += [f"  * caveat: {caveat}" for caveat in dict.fromkeys(caveats)]
+    lines.append(
+        "  * a model's numbers (common.report.projection): compute from each run's own step, "
+        "communication from its counted collectives at the profile's alpha and beta; no "
+        "contention or congestion"
+    )
+    found.text = "\n".join(lines)
+    return found
+
+
+def _flips(runs: list[RecordedRun], profile: links.LinkProfile, counts: list[int]) -> list[str]:
+    """Where two runs of one worker count trade places as the link's bandwidth changes."""
+    said = []
+    by_world: dict[int, list[RecordedRun]] = {}
+    for run in runs:
+        by_world.setdefault(run.start.world_size, []).append(run)
+    for world in counts:
+        for own, group in by_world.items():
+            if own > world or len(group) < 2:
+                continue
+            first, second = group[0], group[1]
+            at = projection.crossover(first, second, profile, world)
+            if at:
+                said.append(
+                    f"At {world} workers, {_name(first)} and {_name(second)} trade places at "
+                    f"{at} (no overlap assumed)"
+                )
+    return said
+
+
+def _name(run: RecordedRun) -> str:
+    return f"{run.start.framework} {run.start.strategy} x{run.start.world_size}"
+
+
+def plot(found: Report, out: Path) -> Path | None:
+    """Samples/s against workers: each run's measured point over its projected band."""
+    if not found.rows:
+        return None
+    plt = pyplot()
+    figure, axis = plt.subplots(figsize=(8, 5))
+    for label in dict.fromkeys(row.label for row in found.rows):
+        mine = [row for row in found.rows if row.label == label]
+        look = style(" ".join(label.split()[:2]))
+        xs = [row.world for row in mine]
+        axis.fill_between(
+            xs,
+            [r.samples_s_low for r in mine],
+            [r.samples_s_high for r in mine],
+            color=look["color"],
+            alpha=0.2,
+        )
+        axis.plot(
+            xs,
+            [r.samples_s_high for r in mine],
+            color=look["color"],
+            linestyle=":",
+            label=f"{label} projected",
+        )
+        for measured_label, workers, speed in found.measured:
+            if measured_label == label:
+                axis.plot(
+                    [workers],
+                    [speed],
+                    marker=look.get("marker", "o"),
+                    color=look["color"],
+                    linestyle="none",
+                    label=f"{label} measured",
+                )
+    axis.set_xscale("log", base=2)
+    shown = sorted({row.world for row in found.rows} | {w for _, w, _ in found.measured})
+    axis.set_xticks(shown, [str(world) for world in shown])
+    axis.minorticks_off()
+    axis.set_yscale("log")
+    axis.set_xlabel("workers (ranks)")
+    axis.set_ylabel("samples/s (band: full overlap to none)")
+    axis.set_title("Measured throughput and its projection with the link profile")
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend(fontsize=7)
+    figure.text(
+        0.005,
+        0.005,
+        f"profile: {found.profile}; a model's numbers, no contention",
+        fontsize=6.5,
+        color="#555555",
+    )
+    figure.tight_layout(rect=(0, 0.03, 1, 1))
+    (out / "plots").mkdir(parents=True, exist_ok=True)
+    path = out / "plots" / "projection.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path

@@ -1,0 +1,90 @@
+"""The projection's arithmetic on a run whose numbers are known, and what it says instead of a
+number when it cannot give one: no profile, a world below the run's own, a run without
+traffic records, a profile of other hosts."""
+
+import dataclasses
+
+import pytest
+
+import compare
+from common.core.measure import links
+from common.core.records.records import TrafficEntry
+from common.report import projection
+from common.report.runs import RecordedRun
+from tests.records import epoch, start, write_run
+
+MB = 1_000_000
+
+
+def profile(hosts=("localhost",)) -> links.LinkProfile:
+    fit = links.KindFit(alpha_s=1e-3, beta_s_per_byte=1e-9, points=[])  # 1 ms a call, 1 GB/s
+    return links.LinkProfile(
+        time="2026-11-24T00:00:00+00:00",
+        framework="torch",
+        transport="gloo",
+        device_type="cpu",
+        world_size=2,
+        hosts=list(hosts),
+        launcher="local",
+        launch_id="",
+        kinds={"all_reduce": fit},
+    )
+
+
+def ddp_run(traffic=True) -> RecordedRun:
+    """torch ddp x2, global batch 64: 6,400 samples/s is a 10 ms step, with one all-reduce of
+    1 MB per step when `traffic`."""
+    sent = [
+        TrafficEntry(
+            phase="train",
+            kind="all_reduce",
+            calls=1,
+            payload_bytes=MB,
+            wire_bytes=MB,
+            expected_calls=1,
+            expected_payload_bytes=MB,
+        )
+    ]
+    epochs = [
+        dataclasses.replace(
+            epoch(n, 0.9, 2.0 * n), samples_per_s=6400.0, traffic=sent if traffic else None
+        )
+        for n in (1, 2, 3)
+    ]
+    begun = dataclasses.replace(start(), hosts=["localhost", "localhost"])
+    return RecordedRun("r/metrics.jsonl", [begun, *epochs])
+
+
+def test_a_strong_scaling_step_is_compute_shared_out_plus_the_ring_at_the_new_size():
+    run = ddp_run()
+    assert run.start.global_batch_size == 64 and run.start.world_size == 2
+    # at 2 ranks: 1 ms + 1 MB x 2(1)/2 x 1 ns = 2 ms of the 10 ms step; compute 8 ms
+    assert projection.communication_s(run, profile(), 2) == pytest.approx(2e-3)
+    (at8,), caveats = projection.project(run, profile(), [8])
+    # at 8 ranks: compute 8 ms x 2/8 = 2 ms; 1 ms + 1 MB x 2(7)/8 x 1 ns = 2.75 ms
+    assert caveats == [] and at8.communication_s == pytest.approx(2.75e-3)
+    assert (at8.step_fast_s, at8.step_slow_s) == pytest.approx((2.75e-3, 4.75e-3))
+    assert at8.samples_s_low == pytest.approx(64 / 4.75e-3)
+    assert at8.efficiency_low == pytest.approx(16e-3 / (8 * 4.75e-3))  # 1 worker: 16 ms
+
+
+def test_what_cannot_be_projected_is_said_not_guessed():
+    rows, caveats = projection.project(ddp_run(), profile(), [1])
+    assert rows == [] and "not projected to 1 workers, below its own 2" in caveats[0]
+    rows, caveats = projection.project(ddp_run(traffic=False), profile(), [8])
+    assert rows == [] and "no traffic recorded" in caveats[0]
+    assert "measured on elsewhere" in projection.host_caveat([ddp_run()], profile(["elsewhere"]))
+
+
+def test_compare_projects_with_a_profile_and_refuses_without_one(tmp_path, capsys):
+    write_run(tmp_path / "run" / "metrics.jsonl")
+    assert compare.main([str(tmp_path), "--project", "8"]) == 1
+    assert "--project needs a link profile" in capsys.readouterr().err
+    assert compare.main([str(tmp_path), "--project", "8", "--links", str(tmp_path / "no")]) == 1
+    assert "no such file" in capsys.readouterr().err
+    links.write(profile(), tmp_path / "links.json")
+    assert compare.main([str(tmp_path), "--project", "8,x"]) == 1
+    assert "worker counts like 2,8,64" in capsys.readouterr().err
+    compare.main([str(tmp_path), "--project", "8"])
+    out = capsys.readouterr().out
+    assert "== projection with the link profile" in out and "no traffic recorded" in out
