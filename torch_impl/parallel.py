@@ -13,9 +13,10 @@ at once with the fix, not after rendezvous.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -26,6 +27,7 @@ from torch.distributed.fsdp import (
 )
 from torch.distributed.fsdp import (
     CPUOffloadPolicy,
+    FSDPModule,
     FullyShardedDataParallel,
     MixedPrecisionPolicy,
     fully_shard,
@@ -195,6 +197,24 @@ APPLY: dict[str, Callable[[Config, torch.device, ParallelDims], nn.Module]] = {
     "fsdp1": _fsdp1,
     "hsdp": _hsdp,
 }
+
+
+@contextlib.contextmanager
+def gathered_once(model: nn.Module, sharding: str) -> Iterator[None]:
+    """Evaluation with fully_shard's parameters gathered once for the whole pass, not once per
+    batch: every unit stays whole after its first forward (its reshard_after_forward off),
+    then all are resharded at the end and the setting restored (torch.sharding). The pass's
+    peak holds the whole model on every rank, as a gathered unit would at a time. Other
+    wrappers (DDP, FSDP1) pass through as they are."""
+    units = [module for module in model.modules() if isinstance(module, FSDPModule)]
+    for unit in units:
+        unit.set_reshard_after_forward(False, recurse=False)
+    try:
+        yield
+    finally:
+        for unit in units:
+            unit.reshard()
+            unit.set_reshard_after_forward(sharding == "full_shard", recurse=False)
 
 
 def build_parallel(cfg: Config, device: torch.device, dims: ParallelDims) -> nn.Module:

@@ -38,7 +38,13 @@ from common.models import weights as model_weights
 from torch_impl import checkpoint, dist, gemm, memory, traffic
 from torch_impl.data import TorchData, build_dataset
 from torch_impl.optim import build_optimizer, implementation, set_learning_rate
-from torch_impl.parallel import build_parallel, check_options, resolve_strategy, wrap_units
+from torch_impl.parallel import (
+    build_parallel,
+    check_options,
+    gathered_once,
+    resolve_strategy,
+    wrap_units,
+)
 from torch_impl.precision import Amp, apply_tf32, determinism_settings
 
 TRAIN_CLOCK = (
@@ -96,17 +102,20 @@ def train_step(model, optimizer, images: torch.Tensor, labels: torch.Tensor, amp
 
 
 @torch.no_grad()
-def evaluate(model, data: TorchData, info: dist.DistInfo, amp: Amp) -> tuple[float, float]:
+def evaluate(
+    model, data: TorchData, info: dist.DistInfo, amp: Amp, sharding: str = "full_shard"
+) -> tuple[float, float]:
     """(mean loss, accuracy) over the whole test set, summed over the ranks."""
     model.eval()
     totals = torch.zeros(3, dtype=torch.float64, device=info.device)
-    for images, labels, weights in data.eval_batches():
-        with amp.forward_context():
-            logits = model(images).float()
-        losses = F.cross_entropy(logits, labels, reduction="none")
-        totals[0] += (losses * weights).sum()
-        totals[1] += ((logits.argmax(dim=1) == labels).float() * weights).sum()
-        totals[2] += weights.sum()
+    with gathered_once(model, sharding):
+        for images, labels, weights in data.eval_batches():
+            with amp.forward_context():
+                logits = model(images).float()
+            losses = F.cross_entropy(logits, labels, reduction="none")
+            totals[0] += (losses * weights).sum()
+            totals[1] += ((logits.argmax(dim=1) == labels).float() * weights).sum()
+            totals[2] += weights.sum()
     summed = dist.all_reduce_sum(totals.cpu().numpy(), info)
     model.train()
     return float(summed[0] / summed[2]), float(summed[1] / summed[2])
@@ -165,7 +174,7 @@ class TorchTrainer(TrainerBase):
         return loss / self.dims.dp_size
 
     def evaluate(self) -> tuple[float, float]:
-        return evaluate(self.model, self.data, self.info, self.amp)
+        return evaluate(self.model, self.data, self.info, self.amp, self.cfg.torch.sharding)
 
     def count_calls(self, work: Callable[[], T]) -> tuple[T, list[Call]]:
         dims = self.dims  # an all-reduce spans the replicas (hsdp), else every rank

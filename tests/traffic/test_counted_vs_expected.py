@@ -52,6 +52,9 @@ def test_counted_collectives_agree_with_the_registry(case, tmp_path, capsys):
             assert entry["payload_bytes"] < 0.01 * expected_total, entry
     assert {entry["kind"] for entry in entries if entry["phase"] == "eval"} >= {"all_reduce"}
     assert all(entry["expected_calls"] is None for entry in entries if entry["phase"] == "eval")
+    if "fsdp2" in case or "hsdp" in case:  # gathered once per evaluation pass, not per batch
+        (gathered,) = [e for e in entries if e["phase"] == "eval" and e["kind"] == "all_gather"]
+        assert gathered["calls"] == (2 if "size units" in case else 3), gathered
     compare.main([str(run_dir), "--format", "json"])
     (row,) = json.loads(capsys.readouterr().out)["rows"]  # the report's columns hold the sums
     assert row["collectives"] == sum(entry["calls"] for entry in train)
