@@ -11,7 +11,7 @@ VENV        ?= .venv
 CONSTRAINTS ?= constraints/cpu.txt
 FRAMEWORKS  ?= pip
 MNIST_DIR   ?= data/mnist
-EXTRAS      ?= dev,plot,tensorboard
+EXTRAS      ?= dev,plot,report,tensorboard
 
 PY    := $(VENV)/bin/python
 # A recipe line fails when any command of its pipeline fails (the demo filters TF's log lines).

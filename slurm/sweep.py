@@ -53,7 +53,8 @@ def _list(text: str) -> list[str]:
 
 
 def cells(args) -> list[dict]:
-    """The matrix; `size` is "" without --sizes (the config's own model)."""
+    """The matrix, repeats interleaved round-robin; `size` is "" without --sizes (the
+    config's own model)."""
     matrix = []
     for framework in _list(args.frameworks):
         own = strategies.of(framework)
@@ -74,7 +75,9 @@ def cells(args) -> list[dict]:
                     "repeat": repeat,
                 }
             )
-    return matrix
+    # round-robin: every cell once per round, so that drift of the machine over the sweep
+    # (load, thermals, other jobs) hits every setup alike and repeats stay comparable
+    return sorted(matrix, key=lambda cell: cell["repeat"])
 
 
 def sbatch_command(args, sweep: str, cell: dict, after: str = "") -> list[str]:

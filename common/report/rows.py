@@ -59,6 +59,8 @@ class Row:
     """The row the efficiency is measured against, e.g. "single x1"."""
     shared_cores: str = ""
     """How its ranks shared one host's cores, when they did (`RecordedRun.shared_cores`)."""
+    samples_s_repeats: list[float] = field(default_factory=list)
+    """Each repeat's samples/s (its median over epochs), for the significance tests."""
     samples_s_spread: float | None = None
     """Fastest minus slowest repeat in samples/s (None for one run): the noise floor."""
     final_acc_spread: float | None = None
@@ -198,6 +200,7 @@ def rows_for(runs: list[RecordedRun], target: float | None = None) -> list[Row]:
                 first_epoch_only=any(s.first_epoch_only for s in summaries),
                 status=",".join(sorted({s.status for s in summaries})),
                 shared_cores=next((c for run in members if (c := run.shared_cores())), ""),
+                samples_s_repeats=[s.samples_s for s in summaries if s.samples_s is not None],
                 samples_s_spread=spread([s.samples_s for s in summaries]),
                 final_acc_spread=spread([s.final_acc for s in summaries]),
                 gpu_nondeterministic=any(

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import shutil
 
@@ -231,3 +232,41 @@ def test_value_labels_of_one_worker_count_do_not_overlap():
     boxes = [t.get_window_extent() for t in texts]
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
     plt.close(figure)
+
+
+def test_speed_differences_carry_a_welch_p_value_and_need_3_repeats(tmp_path, capsys):
+    """Repeats as compare reads them from metrics files: torch ddp x2 at 6,000 +- 50 samples/s
+    against tf mwms x2 at 5,000 +- 50 is a finding; 5,030 against 5,000 is not; 2 repeats a
+    row give no test."""
+    from tests.records import epoch, start
+
+    def repeats(folder, framework, strategy, speeds):
+        for index, speed in enumerate(speeds):
+            begun = dataclasses.replace(start(f"{folder}{index}"), framework=framework)
+            begun = dataclasses.replace(begun, strategy=strategy)
+            epochs = [dataclasses.replace(epoch(n, 0.9, n), samples_per_s=speed) for n in (1, 2, 3)]
+            path = tmp_path / folder / f"{folder}{index}" / "metrics.jsonl"
+            path.parent.mkdir(parents=True)
+            from common.core.records.metrics import MetricsWriter
+
+            with MetricsWriter(path) as writer:
+                for record in [begun, *epochs]:
+                    writer.write(record)
+
+    repeats("a", "torch", "ddp", [6000, 6050, 5950, 6020])
+    repeats("b", "tf", "mwms", [5000, 5040, 4960, 5010])
+    compare.main([str(tmp_path / "a"), str(tmp_path / "b")])
+    said = capsys.readouterr().out
+    assert (
+        "the faster framework is torch: torch ddp x2 is 1.20x tf mwms x2 (Welch's t-test p = "
+        in said
+    )
+    assert "mean ± standard error 6,005 ± 21 and 5,002 ± 17 samples/s" in said
+    repeats("c", "tf", "mwms", [5980, 6040, 5960, 6010])
+    compare.main([str(tmp_path / "a"), str(tmp_path / "c")])
+    said = capsys.readouterr().out
+    assert "torch ddp x2 and tf mwms x2 show no measurable difference: Welch's t-test p = " in said
+    assert "not below 0.01" in said
+    repeats("d", "tf", "mwms", [5000, 5040])
+    compare.main([str(tmp_path / "a"), str(tmp_path / "d")])
+    assert "no significance test was possible (it takes 3 a row)" in capsys.readouterr().out
