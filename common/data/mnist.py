@@ -112,6 +112,13 @@ def verify_file(path: Path, expected: str) -> None:
         )
 
 
+def idx_bytes(array: np.ndarray) -> bytes:
+    """A uint8 array as the bytes of an IDX file (the format the four MNIST files are in)."""
+    array = np.ascontiguousarray(array, dtype=np.uint8)
+    header = bytes([0, 0, _IDX_UBYTE, array.ndim]) + np.asarray(array.shape, ">u4").tobytes()
+    return header + array.tobytes()
+
+
 def read_idx(path: str | Path, ndim: int) -> np.ndarray:
     """Parse an unsigned-byte IDX file with `ndim` dimensions, checking header and length."""
     path = Path(path)

