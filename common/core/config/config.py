@@ -218,6 +218,10 @@ class OutputConfig(BaseModel):
     """Run folder name under dir; empty means <framework>-<strategy>-<model>-w<world>-<time>."""
     save_model: StrictBool = False
     """Export the final model once, unsharded, into the run folder."""
+    tensorboard: StrictBool = False
+    """Write TensorBoard scalars into the run folder while the run goes (the chief, as each
+    record is written): tensorboard --logdir results/ then shows the runs live. Needs
+    tensorboardX (the 'tensorboard' extra)."""
 
     @model_validator(mode="after")
     def _valid(self) -> Any:

@@ -60,6 +60,20 @@ def end_lock(run_dir: Path) -> Iterator[None]:
         os.close(handle)
 
 
+def note_run_dir(note: str, run_dir: Path) -> None:
+    """Tell the launcher where the run is (`ClusterSpec.run_dir_note`), so that it can end a
+    run whose chief died."""
+    if note:
+        try:
+            Path(note).write_text(str(run_dir.resolve()), encoding="utf-8")
+        except OSError as error:
+            print(
+                f"warning: cannot tell the launcher where the run is ({note}: {error})",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
 def last_launch(records: list[Record]) -> Launch | None:
     """The last launch written into a file; None before any run_start."""
     found = launches(records)

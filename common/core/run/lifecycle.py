@@ -27,7 +27,7 @@ from common.core.records.console import console_line
 from common.core.records.metrics import METRICS_FILENAME, MetricsWriter
 from common.core.records.record_json import from_json, to_json
 from common.core.records.records import Epoch, Record, Resume, Status
-from common.core.run import checkpoints, ends, liveness, recorder, resume
+from common.core.run import board, checkpoints, ends, liveness, recorder, resume
 from common.core.run.contract import Trainer
 from common.launch.cluster import ClusterSpec, unique_stamp
 
@@ -114,10 +114,12 @@ class Run:
         self.pids = pids or [os.getpid()]  # every rank's, in rank order
         self.beacon = _beacon(run_dir, trainer.spec.rank)
         self.writer: MetricsWriter | None = None  # the chief's only
+        self.board: board.Board | None = None  # the chief's, with output.tensorboard
         if trainer.spec.is_chief:
             save_config(cfg, run_dir)
             self.writer = MetricsWriter(run_dir / METRICS_FILENAME, reserve=RESERVED_FOR_END)
-            _note(trainer.spec.run_dir_note, run_dir)
+            self.board = board.Board(run_dir) if cfg.output.tensorboard else None
+            ends.note_run_dir(trainer.spec.run_dir_note, run_dir)
         self.epochs: list[Epoch] = []
         self.started = time.perf_counter()
         self.time_before_s = 0.0  # earlier launches, up to the checkpoint this one resumed
@@ -178,6 +180,8 @@ class Run:
             self.writer.write(record)
             if echo:
                 print(console_line(record), flush=True)
+            if self.board:
+                self.board.write(record)
 
     def total_time_s(self) -> float:
         return self.time_before_s + time.perf_counter() - self.started
@@ -274,6 +278,8 @@ class Run:
         return ends.blame(self.run_dir, self.pids, self.trainer.spec.rank, launcher_says)
 
     def _let_go(self) -> None:
+        if self.board is not None:
+            self.board.close()
         if self.beacon is not None:
             self.beacon.release()
         if self.folder_lock is not None:
@@ -286,12 +292,3 @@ def _beacon(run_dir: Path, rank: int) -> liveness.Beacon | None:
     except (OSError, liveness.FolderBusy) as error:
         _warn(f"rank {rank} has no beacon in {run_dir} ({error}): if it dies, peers cannot tell")
         return None
-
-
-def _note(note: str, run_dir: Path) -> None:
-    """Tell the launcher where the run is (`ClusterSpec.run_dir_note`)."""
-    if note:
-        try:
-            Path(note).write_text(str(run_dir.resolve()), encoding="utf-8")
-        except OSError as error:
-            _warn(f"cannot tell the launcher where the run is ({note}: {error})")

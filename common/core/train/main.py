@@ -16,6 +16,7 @@ from common.core.config import cli
 from common.core.config.config import Config
 from common.core.config.config_io import config_from_args
 from common.core.measure import devices
+from common.core.run import board
 from common.core.run.contract import Trainer
 from common.core.train import loop
 from common.data import mnist
@@ -51,6 +52,11 @@ def check_launch(cfg: Config, world_size: int) -> None:
             f"data.train_limit={cfg.data.train_limit} leaves {samples} training samples, fewer "
             f"than one global batch of {global_batch}; raise data.train_limit or lower "
             "train.batch_size"
+        )
+    if cfg.output.tensorboard and not board.available():
+        raise ValueError(
+            "output.tensorboard=true needs tensorboardX: pip install tensorboardX (the "
+            "'tensorboard' extra), or set output.tensorboard=false"
         )
     if cfg.data.name == "synthetic":  # no files: generated in memory
         return
