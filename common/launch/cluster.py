@@ -37,7 +37,7 @@ class ClusterError(ValueError):
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    launcher: str  # "single", "local", "torchrun", "slurm" or "tf_config"
+    launcher: str  # "single", "local", "torchrun", "slurm", "tf_config" or "trainjob"
     rank: int
     local_rank: int
     world_size: int

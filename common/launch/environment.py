@@ -7,6 +7,7 @@ Launchers understood, in this order:
                             SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE, SLURM_JOB_ID
   TF_CONFIG alone           a Kubeflow TFJob: chief and workers, one process per task
                             (`common.launch.tf_config`)
+  PET_* alone               a Kubeflow TrainJob pod without torchrun (`common.launch.kubeflow`)
   nothing                   one process on this machine
 
 Nothing else in the suite reads SLURM_*, RANK and friends (`common.launch.cluster.write_tf_config`
@@ -23,7 +24,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
-from common.launch import tf_config
+from common.launch import kubeflow, tf_config
 from common.launch.cluster import (
     LAUNCHER_MARK,
     RUN_DIR_VARIABLE,
@@ -70,8 +71,14 @@ def _check_ranks(rank: int, local_rank: int, world: int, local_world: int, sourc
 
 def _from_torchrun(env: Mapping[str, str]) -> ClusterSpec:
     rank, world = _int(env, "RANK"), _int(env, "WORLD_SIZE")
-    local_rank = _int(env, "LOCAL_RANK")
+    if ":" in env.get("PET_NNODES", ""):
+        raise ClusterError(f"PET_NNODES={env['PET_NNODES']!r}: {kubeflow.FIX}")
+    pod = "PET_NNODES" in env and "LOCAL_RANK" not in env  # a PyTorchJob's own process
+    if pod:
+        kubeflow.check_pytorchjob(env)
+    local_rank = 0 if pod else _int(env, "LOCAL_RANK")
     local_world = _int(env, "LOCAL_WORLD_SIZE") if "LOCAL_WORLD_SIZE" in env else world
+    local_world = 1 if pod else local_world
     _check_ranks(rank, local_rank, world, local_world, "torchrun variables")
     hosts: tuple[str, ...] = ()
     ports: tuple[int, ...] = ()
@@ -239,6 +246,8 @@ def from_environment(env: Mapping[str, str] | None = None) -> ClusterSpec:
         spec = _from_slurm(env)
     elif "TF_CONFIG" in env:
         spec = _from_tf_config(env)
+    elif "PET_NNODES" in env:
+        spec = kubeflow.from_trainjob(env)
     else:
         spec = _single(env)
     return dataclasses.replace(spec, run_dir_note=env.get(RUN_DIR_VARIABLE, ""))

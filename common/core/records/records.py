@@ -78,7 +78,7 @@ class RunStart:
     host_cores: int | None = doc("logical CPUs of the chief's machine (os.cpu_count)", added=True)
     world_size: int = doc("ranks (processes) in the run")
     global_batch_size: int = doc("samples per optimizer step, over all ranks")
-    launcher: str = doc("single, local, torchrun, slurm or tf_config")
+    launcher: str = doc("single, local, torchrun, slurm, tf_config or trainjob")
     hosts: list[str] = doc("host of every rank, in rank order")
     device_type: str = doc("cpu or gpu")
     devices: list[str] = doc("node:device type:device name of every rank, in rank order")
