@@ -161,3 +161,10 @@ def test_free_text_keys_take_what_was_typed_and_yaml_booleans_in_files_are_expla
     preset.write_text("output:\n  run_name: yes\n")
     with pytest.raises(ValueError, match="YAML reads yes/no/on/off/true/false as booleans: quote"):
         config_io.load_config(preset)
+
+
+def test_a_check_across_sections_is_said_as_the_registry_words_it():
+    """A refusal of the whole config (a strategy against another section) has no key of its
+    own in pydantic's error; it is said as the strategy registry words it."""
+    with pytest.raises(ValueError, match="torch.compile=true is offered for single, ddp"):
+        config_io.load_config(None, ["torch.strategy=fsdp1", "torch.compile=true"])
