@@ -49,10 +49,12 @@ def _explain(error: ValidationError) -> str:
             return f"Unknown config section: {where[0]!r}; allowed: {', '.join(_sections())}"
         allowed = ", ".join(_sections()[where[0]].model_fields)
         return f"Unknown config key: {'.'.join(where)}; allowed in {where[0]}: {allowed}"
-    if kind == "value_error":  # a check of the config, a section or a key: it names its keys
-        said = str(problem["ctx"]["error"])
-        return said if not where or said.startswith(tuple(_sections())) else f"{where[0]}: {said}"
+    said = str(problem.get("ctx", {}).get("error", ""))
+    if kind == "value_error" and (not where or said.startswith(tuple(_sections()))):
+        return said  # a check of the config or a section: it names its keys itself
     key = where[0] + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in where[1:])
+    if kind == "value_error":  # a key's own check (a number that is not finite)
+        return f"{key}: {said}"
     if kind == "model_type":
         return f"config section {where[0]!r} must be a mapping of keys"
     if kind == "literal_error":
