@@ -9,15 +9,11 @@ MultiWorkerMirroredStrategy offers no reduce-scatter; the profile says so.
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 
 import tensorflow as tf
 
-from common.core.config import config_io
-from common.core.measure import collectives, links
-from common.launch import environment
+from common.core.measure import links
 from tf_impl import dist
 
 
@@ -53,47 +49,25 @@ def timer(info: dist.DistInfo):
     return seconds
 
 
+def _transport(info: dist.DistInfo, cfg) -> str:
+    chosen = cfg.tf.communication
+    return "ring" if chosen == "auto" and info.device_type == "cpu" else chosen
+
+
+SIDE = links.Side(
+    framework="tf",
+    kinds=("all_reduce", "all_gather"),
+    setup=dist.setup_distributed,
+    timer=timer,
+    transport=_transport,
+    all_reduce_sum=dist.all_reduce_sum,
+    leave=dist.leave_together,
+    not_measured={"reduce_scatter": "MultiWorkerMirroredStrategy offers none"},
+)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tf_impl.links", description=__doc__)
-    parser.add_argument("--out", required=True, help="the profile's JSON file (the chief's)")
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
-    parser.add_argument("--max-bytes", type=int, default=links.SIZES[-1])
-    args = parser.parse_args(argv)
-    try:
-        spec = environment.from_environment()
-        if spec.world_size < 2:
-            raise ValueError("a link takes 2 workers or more: start this under a launcher")
-        cfg = config_io.load_config(None, [f"dist.device={args.device}"])
-        info = dist.setup_distributed(cfg, spec)
-    except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    kinds = links.measure(
-        timer(info), ("all_reduce", "all_gather"), info.world_size, args.max_bytes
-    )
-    hosts = collectives.gather_texts(
-        spec.node,
-        rank=info.rank,
-        world_size=info.world_size,
-        all_reduce_sum=lambda values: dist.all_reduce_sum(values, info),
-    )
-    if info.is_chief:
-        transport = cfg.tf.communication if cfg.tf.communication != "auto" else "ring"
-        profile = links.LinkProfile(
-            time=links.stamp(),
-            framework="tf",
-            transport=transport if info.device_type == "cpu" else cfg.tf.communication,
-            device_type=info.device_type,
-            world_size=info.world_size,
-            hosts=hosts,
-            launcher=spec.launcher,
-            launch_id=spec.launch_id,
-            kinds=kinds,
-            not_measured={"reduce_scatter": "MultiWorkerMirroredStrategy offers none"},
-        )
-        print(f"link profile: {links.write(profile, args.out)}")
-    dist.leave_together(info, cfg.dist.timeout_s)
-    return 0
+    return links.main(SIDE, "python -m tf_impl.links", __doc__, argv)
 
 
 if __name__ == "__main__":

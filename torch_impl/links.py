@@ -7,16 +7,12 @@ them) and write a link profile (`common.core.measure.links`). One rank of any la
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 
 import torch
 import torch.distributed as torch_dist
 
-from common.core.config import config_io
-from common.core.measure import collectives, links
-from common.launch import environment
+from common.core.measure import links
 from torch_impl import dist
 from torch_impl.parallel import resolve_strategy
 
@@ -51,43 +47,23 @@ def timer(info: dist.DistInfo):
     return seconds
 
 
+def _setup(cfg, spec) -> dist.DistInfo:
+    return dist.setup_distributed(resolve_strategy(cfg, spec.world_size), spec)
+
+
+SIDE = links.Side(
+    framework="torch",
+    kinds=links.KIND_NAMES,
+    setup=_setup,
+    timer=timer,
+    transport=lambda info, cfg: str(info.backend),
+    all_reduce_sum=dist.all_reduce_sum,
+    leave=dist.leave_together,
+)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torch_impl.links", description=__doc__)
-    parser.add_argument("--out", required=True, help="the profile's JSON file (the chief's)")
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
-    parser.add_argument("--max-bytes", type=int, default=links.SIZES[-1])
-    args = parser.parse_args(argv)
-    try:
-        spec = environment.from_environment()
-        if spec.world_size < 2:
-            raise ValueError("a link takes 2 ranks or more: start this under a launcher")
-        cfg = config_io.load_config(None, [f"dist.device={args.device}"])
-        info = dist.setup_distributed(resolve_strategy(cfg, spec.world_size), spec)
-    except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    kinds = links.measure(timer(info), links.KIND_NAMES, info.world_size, args.max_bytes)
-    hosts = collectives.gather_texts(
-        spec.node,
-        rank=info.rank,
-        world_size=info.world_size,
-        all_reduce_sum=lambda values: dist.all_reduce_sum(values, info),
-    )
-    if info.is_chief:
-        profile = links.LinkProfile(
-            time=links.stamp(),
-            framework="torch",
-            transport=str(info.backend),
-            device_type=info.device_type,
-            world_size=info.world_size,
-            hosts=hosts,
-            launcher=spec.launcher,
-            launch_id=spec.launch_id,
-            kinds=kinds,
-        )
-        print(f"link profile: {links.write(profile, args.out)}")
-    dist.leave_together(info, cfg.dist.timeout_s)
-    return 0
+    return links.main(SIDE, "python -m torch_impl.links", __doc__, argv)
 
 
 if __name__ == "__main__":

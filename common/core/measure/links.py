@@ -13,16 +13,24 @@ to runs of other hosts.
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
+import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from common.core.config import config_io
+from common.core.measure import collectives
 from common.core.measure.traffic import wire_bytes
 from common.core.records import provenance
+from common.launch import environment
+from common.launch.cluster import ClusterSpec
 
 PROFILE_VERSION = 1
 # 8 B to 64 MiB, a factor 8 apart: latency-bound at the bottom, bandwidth-bound at the top.
@@ -126,6 +134,65 @@ def measure(
     return found
 
 
+@dataclass(frozen=True, kw_only=True)
+class Side:
+    """What one framework's link tool hands `main`: its collectives and how it starts."""
+
+    framework: str
+    kinds: tuple[str, ...]
+    setup: Callable[[Any, ClusterSpec], Any]
+    """(config, spec) -> the framework's DistInfo, joined with its peers."""
+    timer: Callable[[Any], Callable[[str, int, int], float]]
+    """DistInfo -> timer(kind, payload bytes, calls) -> mean seconds of one call."""
+    transport: Callable[[Any, Any], str]
+    """(DistInfo, config) -> gloo, nccl, ring..."""
+    all_reduce_sum: Callable[[np.ndarray, Any], np.ndarray]
+    leave: Callable[[Any, float], None]
+    not_measured: dict[str, str] = field(default_factory=dict)
+
+
+def main(side: Side, prog: str, description: str | None, argv: list[str] | None) -> int:
+    """One rank of a link tool (`torch_impl.links`, `tf_impl.links`): join the peers as training
+    does, time, fit, and the chief writes the profile. Exit 2 for a launch that cannot work."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--out", required=True, help="the profile's JSON file (the chief's)")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
+    parser.add_argument("--max-bytes", type=int, default=SIZES[-1])
+    args = parser.parse_args(argv)
+    try:
+        spec = environment.from_environment()
+        if spec.world_size < 2:
+            raise ValueError("a link takes 2 ranks or more: start this under a launcher")
+        cfg = config_io.load_config(None, [f"dist.device={args.device}"])
+        info = side.setup(cfg, spec)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    kinds = measure(side.timer(info), side.kinds, spec.world_size, args.max_bytes)
+    hosts = collectives.gather_texts(
+        spec.node,
+        rank=spec.rank,
+        world_size=spec.world_size,
+        all_reduce_sum=lambda values: side.all_reduce_sum(values, info),
+    )
+    if spec.is_chief:
+        profile = LinkProfile(
+            time=provenance.utc_now(),
+            framework=side.framework,
+            transport=side.transport(info, cfg),
+            device_type=info.device_type,
+            world_size=spec.world_size,
+            hosts=hosts,
+            launcher=spec.launcher,
+            launch_id=spec.launch_id,
+            kinds=kinds,
+            not_measured=side.not_measured,
+        )
+        print(f"link profile: {write(profile, args.out)}")
+    side.leave(info, cfg.dist.timeout_s)
+    return 0
+
+
 def write(profile: LinkProfile, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -148,10 +215,6 @@ def read(path: str | Path) -> LinkProfile:
 
 def schema_text() -> str:
     return json.dumps(LinkProfile.model_json_schema(), indent=2) + "\n"
-
-
-def stamp() -> str:
-    return provenance.utc_now()
 
 
 if __name__ == "__main__":
