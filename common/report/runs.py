@@ -11,8 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.core.config.config import HOW_NOT_WHAT, TfConfig, TorchConfig, is_listed
+from common.core.config.config import HOW_NOT_WHAT, is_listed
 from common.core.config.config_io import flatten
+from common.core.config.framework import TfConfig, TorchConfig
 from common.core.records.records import (
     Epoch,
     Launch,

@@ -168,3 +168,18 @@ def test_a_check_across_sections_is_said_as_the_registry_words_it():
     own in pydantic's error; it is said as the strategy registry words it."""
     with pytest.raises(ValueError, match="torch.compile=true is offered for single, ddp"):
         config_io.load_config(None, ["torch.strategy=fsdp1", "torch.compile=true"])
+
+
+def test_the_hash_of_an_unchanged_config_does_not_move():
+    """Published hashes (run_start, config.yaml) of the presets, from before the config moved to
+    pydantic and before output.tensorboard existed: a config that sets nothing new keeps its."""
+    published = {
+        "cnn_adadelta.yaml": "69a594d82758",
+        "mlp_adam.yaml": "20a3be337db3",
+        "parity_sgd.yaml": "990db89430ad",
+        "resnet8_sgd.yaml": "cd8d755be417",
+    }
+    for name, digest in published.items():
+        assert config_io.config_hash(config_io.load_config(CONFIGS / name)) == digest, name
+    live = config_io.load_config(CONFIGS / "mlp_adam.yaml", ["output.tensorboard=true"])
+    assert config_io.config_hash(live) != published["mlp_adam.yaml"]

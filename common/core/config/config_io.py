@@ -187,8 +187,18 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         raise ValueError(f"{error} (after --set {' '.join(overrides)})") from None
 
 
+# Keys added after the hash was first published: left out of the hash while at their default,
+# so that a config that sets nothing new keeps the hash it always had.
+ADDED_KEYS = {"output.tensorboard": False}
+
+
 def canonical_json(cfg: Config) -> str:
-    return json.dumps(to_dict(cfg), sort_keys=True, separators=(",", ":"))
+    plain = to_dict(cfg)
+    for dotted, default in ADDED_KEYS.items():
+        section, key = dotted.split(".")
+        if plain[section].get(key) == default:
+            del plain[section][key]
+    return json.dumps(plain, sort_keys=True, separators=(",", ":"))
 
 
 def config_hash(cfg: Config) -> str:
