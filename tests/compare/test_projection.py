@@ -8,7 +8,7 @@ import pytest
 
 import compare
 from common.core.measure import links
-from common.core.records.records import TrafficEntry
+from common.core.records.entries import TrafficEntry
 from common.report import projection
 from common.report.runs import RecordedRun
 from tests.records import epoch, start, write_run

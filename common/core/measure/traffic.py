@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
-from common.core.config.expected import Expected
-from common.core.records.records import TrafficEntry
+from common.core.config.expected import Expected, Unit
+from common.core.config.strategies import ParallelDims, Strategy
+from common.core.records.entries import TrafficEntry
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 
@@ -71,3 +73,17 @@ def entries(
             )
         )
     return found
+
+
+def record(
+    cfg: Any,
+    strategy: Strategy,
+    dims: ParallelDims,
+    units: list[Unit],
+    train_calls: list[Call],
+    eval_calls: list[Call],
+) -> list[TrafficEntry]:
+    """The epoch record's traffic: one step's and one evaluation pass's collectives, beside
+    what the strategy registry expects of a step."""
+    expected = strategy.traffic(units, dims.replicate, dims.shard, cfg)
+    return [*entries("train", train_calls, 1, expected), *entries("eval", eval_calls, 1, None)]

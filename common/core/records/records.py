@@ -18,36 +18,17 @@ published: the suite always writes it, and a reader accepts files written before
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from common.core.config import strategies
+from common.core.records.entries import TrafficEntry
+from common.core.records.fields import doc
 
 SCHEMA_VERSION = 1
 METRICS_FILENAME = "metrics.jsonl"
 Status = Literal["success", "failed", "aborted", "diverged"]
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
-
-
-def doc(
-    text: str,
-    *,
-    added: bool = False,
-    nullable: bool = False,
-    diverges: bool = False,
-    choices: tuple[str, ...] = (),
-) -> Any:
-    """A field with its meaning. `added`: absent from files written before it (read as None;
-    when written, null only if `nullable`). `diverges`: NaN and infinity are valid values (a
-    diverged loss); every other float must be finite. `choices`: the values a string may take."""
-    meta = {
-        "doc": text,
-        "added": added,
-        "nullable": nullable,
-        "diverges": diverges,
-        "choices": choices,
-    }
-    return field(default=None if added else MISSING, metadata=meta)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -221,35 +202,6 @@ class Epoch:
 
 
 @dataclass(kw_only=True, slots=True)
-class TrafficEntry:
-    phase: str = doc(
-        "train: per optimizer step; eval: per evaluation pass over the test set",
-        choices=("train", "eval"),
-    )
-    kind: str = doc(
-        "the collective", choices=("all_reduce", "all_gather", "reduce_scatter", "broadcast")
-    )
-    calls: float = doc("how many the rank issued, per step (train) or per pass (eval)")
-    payload_bytes: float = doc(
-        "bytes of the tensors the rank handed to them, per step or pass: the whole buffer of "
-        "an all_reduce, reduce_scatter or broadcast, the rank's own shard of an all_gather"
-    )
-    wire_bytes: float = doc(
-        "bytes a ring algorithm makes the rank send for them: 2(n-1)/n of an all_reduce's "
-        "payload, (n-1)/n of a reduce_scatter's, (n-1) x an all_gather's, n the ranks of the "
-        "group (what a backend really sends may differ: gloo runs reduce_scatter as all_reduce)"
-    )
-    expected_calls: float | None = doc(
-        "what the strategy registry expects of calls (common.core.config.strategies); null "
-        "where it has no expectation",
-        nullable=True,
-    )
-    expected_payload_bytes: float | None = doc(
-        "what the strategy registry expects of payload_bytes", nullable=True
-    )
-
-
-@dataclass(kw_only=True, slots=True)
 class RunEnd:
     KIND: ClassVar[str] = "run_end"
     time: str = doc("UTC time the record was written, ISO 8601 with milliseconds")
@@ -279,7 +231,7 @@ KINDS: dict[str, type[Record]] = {
     kind.KIND: kind for kind in (RunStart, Resume, Step, Epoch, RunEnd)
 }
 # The records' entries (objects in their lists), each a definition of the JSON Schema.
-ENTRIES: tuple[type, ...] = (MemoryEntry, TrafficEntry)
+ENTRIES: tuple[type, ...] = (MemoryEntry, TrafficEntry)  # TrafficEntry: records.entries
 # The sections every resolved config has (common.core.config.config.Config).
 CONFIG_SECTIONS = ("data", "model", "optim", "train", "dist", "output", "torch", "tf")
 

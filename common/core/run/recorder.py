@@ -19,15 +19,8 @@ from common.core.measure.clocks import percentiles
 from common.core.measure.devices import emulated_on_cpu
 from common.core.measure.precision import ReplicaState
 from common.core.records import provenance
-from common.core.records.records import (
-    SCHEMA_VERSION,
-    Epoch,
-    MemoryEntry,
-    RunEnd,
-    RunStart,
-    Status,
-    TrafficEntry,
-)
+from common.core.records.entries import TrafficEntry
+from common.core.records.records import SCHEMA_VERSION, Epoch, MemoryEntry, RunEnd, RunStart, Status
 from common.core.run.contract import Trainer
 from common.models import weights
 

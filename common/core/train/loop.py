@@ -25,7 +25,8 @@ from common.core.config.cli import RunOptions
 from common.core.config.config import Config
 from common.core.measure import memory, precision, traffic
 from common.core.measure.traffic import Call
-from common.core.records.records import Status, Step, TrafficEntry
+from common.core.records.entries import TrafficEntry
+from common.core.records.records import Status, Step
 from common.core.run import recorder
 from common.core.run.contract import Trainer
 from common.core.run.lastwords import LastWords
@@ -108,20 +109,6 @@ def _chief_mean(share_of_loss: SupportsFloat, shares: int) -> float:
     return float(share_of_loss) * shares
 
 
-def _traffic(
-    cfg: Config, trainer: Trainer, train_calls: list[Call], eval_calls: list[Call]
-) -> list[TrafficEntry]:
-    """The epoch record's traffic: one step's and one evaluation pass's collectives, beside
-    what the strategy registry expects of a step."""
-    dims = trainer.dims
-    strategy = strategies.get(trainer.framework, trainer.strategy)
-    expected = strategy.traffic(trainer.traffic_units(), dims.replicate, dims.shard, cfg)
-    return [
-        *traffic.entries("train", train_calls, 1, expected),
-        *traffic.entries("eval", eval_calls, 1, None),
-    ]
-
-
 def train_epochs(
     cfg: Config, trainer: Trainer, run: Run, options: RunOptions, stops: Stops
 ) -> None:
@@ -152,7 +139,9 @@ def train_epochs(
         if train_calls is not None:
             (val_loss, val_accuracy), eval_calls = trainer.count_calls(trainer.evaluate)
             eval_s = time.perf_counter() - eval_start
-            sent = _traffic(cfg, trainer, train_calls, eval_calls)
+            units = trainer.traffic_units()
+            strategy = strategies.get(trainer.framework, trainer.strategy)
+            sent = traffic.record(cfg, strategy, trainer.dims, units, train_calls, eval_calls)
         else:
             val_loss, val_accuracy = trainer.evaluate()
             eval_s = time.perf_counter() - eval_start

@@ -1,0 +1,37 @@
+"""Entries of the records that came with the communication accounting (`Epoch.traffic`), in a
+module of their own (`common.core.records.records` holds the records themselves)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from common.core.records.fields import doc
+
+
+@dataclass(kw_only=True, slots=True)
+class TrafficEntry:
+    phase: str = doc(
+        "train: per optimizer step; eval: per evaluation pass over the test set",
+        choices=("train", "eval"),
+    )
+    kind: str = doc(
+        "the collective", choices=("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+    )
+    calls: float = doc("how many the rank issued, per step (train) or per pass (eval)")
+    payload_bytes: float = doc(
+        "bytes of the tensors the rank handed to them, per step or pass: the whole buffer of "
+        "an all_reduce, reduce_scatter or broadcast, the rank's own shard of an all_gather"
+    )
+    wire_bytes: float = doc(
+        "bytes a ring algorithm makes the rank send for them: 2(n-1)/n of an all_reduce's "
+        "payload, (n-1)/n of a reduce_scatter's, (n-1) x an all_gather's, n the ranks of the "
+        "group (what a backend really sends may differ: gloo runs reduce_scatter as all_reduce)"
+    )
+    expected_calls: float | None = doc(
+        "what the strategy registry expects of calls (common.core.config.strategies); null "
+        "where it has no expectation",
+        nullable=True,
+    )
+    expected_payload_bytes: float | None = doc(
+        "what the strategy registry expects of payload_bytes", nullable=True
+    )
