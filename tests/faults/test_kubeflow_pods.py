@@ -106,3 +106,19 @@ def test_pytorchjob_pods_of_two_processes_under_torchrun_train_as_the_local_laun
         pods([(torchrun, {**env, "PET_NODE_RANK": str(pod), "RANK": str(pod)}) for pod in (0, 1)])
     _, local = runner("torch_impl.train", tmp_path)("local", 4)
     same_losses(tmp_path / "torchrun", local)
+
+
+def test_trainjob_pods_of_torch_under_torchrun_train_as_the_local_launcher(tmp_path):
+    """A TrainJob's torch pods get only PET_*: torchrun takes them as its defaults."""
+    (port,) = free_ports(1)
+    settings = [*SMALL, f"output.dir={tmp_path}", "output.run_name=trainjob-torch"]
+    env = {"PET_NNODES": "2", "PET_NPROC_PER_NODE": "1", "PET_MASTER_PORT": str(port)}
+    env["PET_MASTER_ADDR"] = "mnist-node-0-0.mnist"
+    program = train_command("torch_impl.train", 0, settings, ["--quiet"])[1:]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", *program]
+    with pod_names({"mnist-node-0-0.mnist": "127.0.0.1"}):
+        pods([(torchrun, {**env, "PET_NODE_RANK": str(node)}) for node in (0, 1)])
+    start = json.loads((tmp_path / "trainjob-torch" / "metrics.jsonl").read_text().splitlines()[0])
+    assert (start["launcher"], start["world_size"]) == ("torchrun", 2)
+    _, local = runner("torch_impl.train", tmp_path)("local", 2)
+    same_losses(tmp_path / "trainjob-torch", local)
