@@ -45,7 +45,8 @@ def sentences(rows: list[Row], target: float) -> list[str]:
     )
     if all(row.runs == 1 for row in timed) and len(timed) > 1:
         said.append(
-            "Every row is a single run, so no comparison here has an interval: differences "
+            "Every row is a single run, so no comparison here has an interval or a significance "
+            "test: differences "
             "within a run's epoch-to-epoch noise are not findings. Repeat each setup (5 runs "
             "give a 95% interval) before drawing conclusions."
         )
@@ -153,10 +154,12 @@ def welch(first: Row, second: Row) -> tuple[float | None, str]:
     a, b = first.samples_s_repeats, second.samples_s_repeats
     if not a or not b:
         return None, ""
+    if min(len(a), len(b)) == 1:  # single runs: the verdict's opening says it for every row
+        return None, ""
     if min(len(a), len(b)) < TEST_REPEATS:
         return None, (
-            f"{min(len(a), len(b))} repeat(s) of one of them: no significance test was possible "
-            f"(it takes {TEST_REPEATS} a row)"
+            f"no significance test was possible with {min(len(a), len(b))} repeats of one of "
+            f"them; it takes {TEST_REPEATS} a row"
         )
     from scipy import stats  # the 'report' extra; imported only where a test is made
 
