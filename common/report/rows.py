@@ -61,6 +61,9 @@ class Row:
     """How its ranks shared one host's cores, when they did (`RecordedRun.shared_cores`)."""
     samples_s_repeats: list[float] = field(default_factory=list)
     """Each repeat's samples/s (its median over epochs), for the significance tests."""
+    samples_s_mean: float | None = None
+    samples_s_sem: float | None = None
+    """The repeats' mean samples/s and its standard error (None below 2 repeats)."""
     samples_s_spread: float | None = None
     """Fastest minus slowest repeat in samples/s (None for one run): the noise floor."""
     final_acc_spread: float | None = None
@@ -171,6 +174,7 @@ def rows_for(runs: list[RecordedRun], target: float | None = None) -> list[Row]:
             strategy = f"{strategy} [{layout}]"
         epoch_s, epoch_low, epoch_high, _ = interval([s.epoch_s for s in summaries])
         samples_s, samples_low, samples_high, _ = interval([s.samples_s for s in summaries])
+        mean, error = _mean_and_error([s.samples_s for s in summaries])
         rows.append(
             Row(
                 framework=framework,
@@ -201,6 +205,8 @@ def rows_for(runs: list[RecordedRun], target: float | None = None) -> list[Row]:
                 status=",".join(sorted({s.status for s in summaries})),
                 shared_cores=next((c for run in members if (c := run.shared_cores())), ""),
                 samples_s_repeats=[s.samples_s for s in summaries if s.samples_s is not None],
+                samples_s_mean=mean,
+                samples_s_sem=error,
                 samples_s_spread=spread([s.samples_s for s in summaries]),
                 final_acc_spread=spread([s.final_acc for s in summaries]),
                 gpu_nondeterministic=any(
@@ -212,6 +218,14 @@ def rows_for(runs: list[RecordedRun], target: float | None = None) -> list[Row]:
         )
     add_efficiency(rows)
     return rows
+
+
+def _mean_and_error(values: list[float | None]) -> tuple[float | None, float | None]:
+    """The repeats' mean and its standard error (both None below 2 repeats)."""
+    present = [value for value in values if value is not None]
+    if len(present) < 2:
+        return None, None
+    return statistics.mean(present), statistics.stdev(present) / math.sqrt(len(present))
 
 
 def add_efficiency(rows: list[Row]) -> None:

@@ -262,6 +262,10 @@ def test_speed_differences_carry_a_welch_p_value_and_need_3_repeats(tmp_path, ca
         in said
     )
     assert "mean ± standard error 6,005 ± 21 and 5,002 ± 17 samples/s" in said
+    compare.main([str(tmp_path / "a"), "--format", "json"])
+    (row,) = json.loads(capsys.readouterr().out)["rows"]  # per row: mean, standard error, spread
+    assert (round(row["samples_s_mean"]), round(row["samples_s_sem"])) == (6005, 21)
+    assert row["samples_s_spread"] == 100
     repeats("c", "tf", "mwms", [5980, 6040, 5960, 6010])
     compare.main([str(tmp_path / "a"), str(tmp_path / "c")])
     said = capsys.readouterr().out
