@@ -32,6 +32,21 @@ def train_command(module: str, nproc: int, overrides: list[str], extra: list[str
     return [sys.executable, "-m", "common.launch", "--nproc", str(nproc), "--", *command]
 
 
+def in_private_mount(mount: str, command: list[str], after: str = "", timeout: int = 300):
+    """`command` after the shell line `mount`, in a mount namespace of its own (so nothing of
+    the machine's is touched), then `after` (e.g. copying a run out of a tmpfs); the command's
+    exit status is the result's."""
+    script = (
+        f"{mount} && {subprocess.list2cmdline(command)}; status=$?; {after or 'true'}; exit $status"
+    )
+    return subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def runner(module: str, root: Path):
     """run(name, nproc, *overrides, extra=(), check=True, small=True, env=None) -> (process, run
     folder); `env` adds variables to this process's environment."""

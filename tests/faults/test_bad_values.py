@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.launching import in_private_mount
+
 TORCHRUN = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
 TORCHRUN_ADDR = {**TORCHRUN, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555"}
 PRESET = str(Path(__file__).resolve().parents[2] / "configs" / "mlp_adam.yaml")
@@ -118,16 +120,8 @@ def test_a_read_only_run_folder_on_resume_is_named_once(module, tmp_path):
     command += [sys.executable, "-m", module, "--config", PRESET, "--quiet", "--resume"]
     for setting in [*SMALL, f"output.dir={tmp_path / 'out'}", "output.run_name=r"]:
         command += ["--set", setting]
-    script = (
-        f"mount --bind -o ro {tmp_path / 'out'} {tmp_path / 'out'} && "
-        f"{subprocess.list2cmdline(command)}"
-    )
-    done = subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    mount = f"mount --bind -o ro {tmp_path / 'out'} {tmp_path / 'out'}"
+    done = in_private_mount(mount, command, timeout=180)
     output = done.stdout + done.stderr
     said = [line for line in output.splitlines() if line.split("] ")[-1].startswith("error:")]
     assert done.returncode == 2, output

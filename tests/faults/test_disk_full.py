@@ -5,11 +5,12 @@ test's own, so nothing of the machine's is touched)."""
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.launching import in_private_mount
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("unshare") is None,
@@ -33,16 +34,8 @@ def test_a_full_disk_leaves_whole_lines_and_says_why_first(module, tmp_path):
     for setting in [*SETTINGS, f"output.dir={small}"]:
         train += ["--set", setting]
     kept = tmp_path / "kept"
-    script = (
-        f"mount -t tmpfs -o size=3m tmpfs {small} && {subprocess.list2cmdline(train)}; "
-        f"status=$?; cp -r {small}/t {kept}; exit $status"
-    )
-    done = subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    mount = f"mount -t tmpfs -o size=3m tmpfs {small}"
+    done = in_private_mount(mount, train, after=f"cp -r {small}/t {kept}")
     assert done.returncode not in (0, 2), done.stdout + done.stderr
     lines = (kept / "metrics.jsonl").read_bytes().split(b"\n")
     assert lines[-1] == b""  # the file ends with a newline: every line is whole
@@ -67,16 +60,8 @@ def test_a_disk_that_fills_during_an_epoch_record_counts_only_written_epochs(mod
     for setting in [*settings, "output.run_name=t", f"output.dir={small}"]:
         train += ["--set", setting]
     kept = tmp_path / "kept"
-    script = (
-        f"mount -t tmpfs -o size=96k tmpfs {small} && {subprocess.list2cmdline(train)}; "
-        f"status=$?; cp -r {small}/t {kept}; exit $status"
-    )
-    done = subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    mount = f"mount -t tmpfs -o size=96k tmpfs {small}"
+    done = in_private_mount(mount, train, after=f"cp -r {small}/t {kept}")
     assert done.returncode == 1, done.stdout + done.stderr
     text = (kept / "metrics.jsonl").read_text()
     assert text.endswith("\n")
