@@ -1,6 +1,8 @@
 """Valid metrics records for tests that need a run without training one: typed records
 (`common.core.records.records`) and the JSON objects a metrics file holds."""
 
+from typing import Any
+
 from common.core.config.config_io import load_config
 from common.core.measure import precision
 from common.core.records import metrics, provenance
@@ -101,3 +103,8 @@ def read_metrics(path) -> list[dict]:
     if result.problems or result.cut:
         raise metrics.MetricsError((result.problems or result.cut)[0])
     return result.raw
+
+
+def changed(record: Any, **fields: Any) -> Any:
+    """A copy of a record (frozen) with `fields` changed, unchecked, as a test needs."""
+    return record.model_copy(update=fields)

@@ -121,14 +121,13 @@ def test_wrong_schema_version_and_missing_file(tmp_path):
 
 def test_diverged_loss_is_allowed_but_status_is_checked(tmp_path):
     writer = metrics.MetricsWriter(tmp_path / "m.jsonl")
-    diverged = epoch(1, 0.1, 1.0)
-    diverged.train_loss = float("nan")
+    diverged = epoch(1, 0.1, 1.0).model_copy(update={"train_loss": float("nan")})
     writer.write(diverged)
     end = recorder.run_end(CFG, status="success", epochs=[], total_time_s=1.0, error=None)
-    end.status = "crashed"  # type: ignore[assignment] - what a broken writer would do
+    end = end.model_copy(update={"status": "crashed"})  # what a broken writer would do
     with pytest.raises(metrics.MetricsError, match="'status' is 'crashed'"):
         writer.write(end)
-    diverged.val_accuracy = float("inf")  # only losses may diverge
+    diverged = diverged.model_copy(update={"val_accuracy": float("inf")})  # only losses diverge
     with pytest.raises(metrics.MetricsError, match="'val_accuracy' is inf"):
         writer.write(diverged)
 

@@ -111,11 +111,14 @@ def test_synthetic_data_is_fixed_learnable_and_cut_like_mnist():
 
 def _sized_run(name: str, hidden: list[int], samples_per_s: float) -> RecordedRun:
     cfg = config_io.load_config(None, [f"model.hidden={hidden}"])
-    epochs = [epoch(number, 0.5, 2.0 * number) for number in (1, 2)]
-    for record in epochs:
-        record.samples_per_s = samples_per_s
-        for entry in record.memory:
-            entry.baseline_bytes, entry.peak_above_baseline_bytes = 2**20, 0
+    epochs = []
+    for number in (1, 2):
+        record = epoch(number, 0.5, 2.0 * number)
+        memory = [
+            entry.model_copy(update={"baseline_bytes": 2**20, "peak_above_baseline_bytes": 0})
+            for entry in record.memory
+        ]
+        epochs.append(record.model_copy(update={"samples_per_s": samples_per_s, "memory": memory}))
     return RecordedRun(f"{name}/metrics.jsonl", [start(name, cfg), *epochs])
 
 

@@ -1,4 +1,3 @@
-import dataclasses
 import json
 import shutil
 
@@ -6,7 +5,7 @@ import pytest
 
 import compare
 from common.core.config.config_io import load_config
-from tests.records import start_record, write_run
+from tests.records import changed, start_record, write_run
 
 
 def test_valid_runs_are_tabled_and_broken_files_named(tmp_path, capsys):
@@ -176,7 +175,6 @@ def test_differences_within_the_spread_of_repeats_are_no_measurable_difference()
 
 def test_runs_of_different_layouts_are_rows_of_their_own(tmp_path):
     """1 node x 2 ranks and 2 nodes x 1 rank measure different things (no network, or one)."""
-    import dataclasses
 
     from common.core.records import metrics
     from common.report.rows import rows_for
@@ -190,26 +188,25 @@ def test_runs_of_different_layouts_are_rows_of_their_own(tmp_path):
     ):
         write_run(tmp_path / name / "metrics.jsonl")
         records = metrics.read_records(tmp_path / name / "metrics.jsonl")
-        records[0] = dataclasses.replace(records[0], hosts=hosts, launcher=launcher)
+        records[0] = changed(records[0], hosts=hosts, launcher=launcher)
         runs.append(RecordedRun(str(tmp_path / name / "metrics.jsonl"), records))
     rows = rows_for(runs)
     assert [(r.strategy, r.layout, r.runs) for r in rows] == [
         ("ddp [1x2 local]", "1x2 local", 2),
         ("ddp [2x1 slurm]", "2x1 slurm", 1),
     ]
-    three = dataclasses.replace(runs[0].start, hosts=["a", "a", "b"], world_size=3)
+    three = changed(runs[0].start, hosts=["a", "a", "b"], world_size=3)
     uneven = RecordedRun(runs[0].path, [three])
     assert uneven.layout == "2+1 local"
 
 
 def test_a_scaling_figure_from_ranks_that_shared_the_cores_says_so():
-    import dataclasses
 
     from common.report.runs import RecordedRun
     from tests.records import start
 
     def shared(hosts, cores, device="cpu"):
-        begun = dataclasses.replace(start(), hosts=hosts, host_cores=cores, device_type=device)
+        begun = changed(start(), hosts=hosts, host_cores=cores, device_type=device)
         return RecordedRun(path="m", records=[begun]).shared_cores()
 
     assert shared(["a", "a"], 2) == "2 ranks x 1 thread on 2 cores"
@@ -242,9 +239,9 @@ def test_speed_differences_carry_a_welch_p_value_and_need_3_repeats(tmp_path, ca
 
     def repeats(folder, framework, strategy, speeds):
         for index, speed in enumerate(speeds):
-            begun = dataclasses.replace(start(f"{folder}{index}"), framework=framework)
-            begun = dataclasses.replace(begun, strategy=strategy)
-            epochs = [dataclasses.replace(epoch(n, 0.9, n), samples_per_s=speed) for n in (1, 2, 3)]
+            begun = changed(start(f"{folder}{index}"), framework=framework)
+            begun = changed(begun, strategy=strategy)
+            epochs = [changed(epoch(n, 0.9, n), samples_per_s=speed) for n in (1, 2, 3)]
             path = tmp_path / folder / f"{folder}{index}" / "metrics.jsonl"
             path.parent.mkdir(parents=True)
             from common.core.records.metrics import MetricsWriter

@@ -2,8 +2,6 @@
 number when it cannot give one: no profile, a world below the run's own, a run without
 traffic records, a profile of other hosts."""
 
-import dataclasses
-
 import pytest
 
 import compare
@@ -11,7 +9,7 @@ from common.core.measure import links
 from common.core.records.entries import TrafficEntry
 from common.report import projection
 from common.report.runs import RecordedRun
-from tests.records import epoch, start, write_run
+from tests.records import changed, epoch, start, write_run
 
 MB = 1_000_000
 
@@ -46,12 +44,10 @@ def ddp_run(traffic=True) -> RecordedRun:
         )
     ]
     epochs = [
-        dataclasses.replace(
-            epoch(n, 0.9, 2.0 * n), samples_per_s=6400.0, traffic=sent if traffic else None
-        )
+        changed(epoch(n, 0.9, 2.0 * n), samples_per_s=6400.0, traffic=sent if traffic else None)
         for n in (1, 2, 3)
     ]
-    begun = dataclasses.replace(start(), hosts=["localhost", "localhost"])
+    begun = changed(start(), hosts=["localhost", "localhost"])
     return RecordedRun("r/metrics.jsonl", [begun, *epochs])
 
 

@@ -3,13 +3,10 @@ module of their own (`common.core.records.records` holds the records themselves)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from common.core.records.fields import doc
+from common.core.records.fields import Fields, doc
 
 
-@dataclass(kw_only=True, slots=True)
-class TrafficEntry:
+class TrafficEntry(Fields):
     phase: str = doc(
         "train: per optimizer step; eval: per evaluation pass over the test set",
         choices=("train", "eval"),

@@ -1,21 +1,29 @@
-"""Records as JSON objects and back: the one serializer (`to_json`) and the reader that checks
-every field against its dataclass (`from_json`), naming file, line and field of what is wrong.
-`common.core.records.metrics` reads and writes them in files."""
+"""Records as JSON objects and back: the one serializer (`to_json`) and the reader (`from_json`),
+which lets pydantic check every field against its record class and says what is wrong in one
+line naming file, line and field. `common.core.records.metrics` reads and writes them in files."""
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import types
-import typing
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+
+from common.core.records.fields import READING, meaning
 from common.core.records.records import CONFIG_SECTIONS, KINDS, SCHEMA_VERSION, Record
 
-JSON_NAMES = {bool: "bool", int: "int", float: "int or float", str: "str", type(None): "null"}
-
-
 QUOTED = 200  # characters of a value a message quotes at most
+# what a field must be, by the type of pydantic's error about it
+EXPECTED = {
+    "int_type": "int",
+    "float_type": "int or float",
+    "string_type": "str",
+    "bool_type": "bool",
+    "list_type": "list",
+    "dict_type": "dict",
+    "model_type": "object",
+    "model_attributes_type": "object",
+    "int_from_float": "int",
+}
 
 
 class MetricsError(ValueError):
@@ -39,115 +47,62 @@ def to_json(record: Record) -> dict[str, Any]:
     return {"record": record.KIND, **_fields(record)}
 
 
-def _fields(instance: Any) -> dict[str, Any]:
+def _fields(instance: BaseModel) -> dict[str, Any]:
     out = {}
-    for spec in dataclasses.fields(instance):
-        value = getattr(instance, spec.name)
-        if value is None and spec.metadata["added"] and not spec.metadata["nullable"]:
+    for name in type(instance).model_fields:
+        value = getattr(instance, name)
+        said = meaning(type(instance), name)
+        if value is None and said.added and not said.nullable:
             continue
-        if isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
+        if isinstance(value, list) and value and isinstance(value[0], BaseModel):
             value = [_fields(item) for item in value]
-        out[spec.name] = value
+        out[name] = value
     return out
 
 
-def _hints(kind: type) -> dict[str, Any]:
-    return typing.get_type_hints(kind)
+def _message(error: dict[str, Any], kind: type[BaseModel], raw: Any, where: str) -> str:
+    """pydantic's first error as the reader's one line."""
+    loc, value = list(error["loc"]), error["input"]
+    place, owner = where, kind
+    if error["type"] in ("not_null", "choice"):
+        loc.append(error["ctx"]["name"])
+    while len(loc) > 1:  # into a list of entries: "where memory[1]: field 'rank' ..."
+        name, index, *loc = loc
+        place = f"{where} {name}[{index}]"
+        owner = _item_kind(owner, name)
+        raw = raw[name][index]
+    name = str(loc[0]) if loc else "?"
+    if error["type"] in ("not_null", "choice"):
+        value = raw.get(name) if isinstance(raw, dict) else None
+    said = f"{place}: field '{name}'"
+    kind_of_error = error["type"]
+    if kind_of_error == "missing":
+        return f"{said} is missing"
+    if kind_of_error == "finite_number":
+        return f"{said} is {value}, expected a finite number"
+    if kind_of_error in ("choice", "literal_error"):
+        choices = meaning(owner, name).choices or _literal(owner, name)
+        return f"{said} is {quote(value)}, expected one of {', '.join(map(repr, choices))}"
+    if kind_of_error == "not_null":
+        return f"{said} is null, expected {_annotation(owner, name)}"
+    got = "bool" if isinstance(value, bool) else f"{type(value).__name__} {quote(value)}"
+    return f"{said} must be {EXPECTED.get(kind_of_error, error['msg'])}, got {got}"
 
 
-def _describe(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin is typing.Literal:
-        return "one of " + ", ".join(repr(v) for v in typing.get_args(tp))
-    if origin in (types.UnionType, typing.Union):
-        return " or ".join(_describe(arg) for arg in typing.get_args(tp))
-    if origin is list:
-        return "list"
-    if origin is dict or tp is dict:
-        return "dict"
-    if dataclasses.is_dataclass(tp):
-        return "object"
-    return JSON_NAMES.get(tp, str(tp))
+def _item_kind(kind: type[BaseModel], name: str) -> type[BaseModel]:
+    for arg in getattr(kind.model_fields[name].annotation, "__args__", ()):
+        for item in getattr(arg, "__args__", (arg,)):
+            if isinstance(item, type) and issubclass(item, BaseModel):
+                return item
+    return kind
 
 
-def _matches(value: Any, tp: Any) -> bool:
-    """Whether a JSON value has the shape of annotation `tp` (its items checked elsewhere)."""
-    origin = typing.get_origin(tp)
-    if origin in (types.UnionType, typing.Union):
-        return any(_matches(value, arg) for arg in typing.get_args(tp))
-    if origin is typing.Literal:
-        return isinstance(value, str) and value in typing.get_args(tp)
-    if tp is type(None):
-        return value is None
-    if isinstance(value, bool):
-        return tp is bool
-    if tp is float:
-        return isinstance(value, (int, float))
-    if origin is list:
-        return isinstance(value, list)
-    if origin is dict or tp is dict or dataclasses.is_dataclass(tp):
-        return isinstance(value, dict)
-    return isinstance(value, tp)
+def _literal(kind: type[BaseModel], name: str) -> tuple[str, ...]:
+    return tuple(getattr(kind.model_fields[name].annotation, "__args__", ()))
 
 
-def _item_type(tp: Any) -> Any:
-    """The item annotation of list[X] (or list[X] | None)."""
-    for arg in (tp, *typing.get_args(tp)):
-        if typing.get_origin(arg) is list:
-            return typing.get_args(arg)[0]
-    return None
-
-
-def _check_float(name: str, value: Any, diverges: bool, where: str) -> None:
-    if isinstance(value, float) and not math.isfinite(value) and not diverges:
-        raise MetricsError(f"{where}: field '{name}' is {value}, expected a finite number")
-
-
-def _build(kind: type, raw: dict[str, Any], where: str) -> Any:
-    """An instance of dataclass `kind` from JSON object `raw`, every field checked."""
-    values: dict[str, Any] = {}
-    hints = _hints(kind)
-    for spec in dataclasses.fields(kind):
-        name, tp = spec.name, hints[spec.name]
-        if name not in raw:
-            if spec.metadata["added"]:
-                values[name] = None
-                continue
-            raise MetricsError(f"{where}: field '{name}' is missing")
-        value = raw[name]
-        allowed = tp
-        if spec.metadata["added"] and not spec.metadata["nullable"]:
-            present = tuple(arg for arg in typing.get_args(tp) if arg is not type(None))
-            allowed = typing.Union[present]  # noqa: UP007 - built at run time
-        if not _matches(value, allowed):
-            got = "bool" if isinstance(value, bool) else f"{type(value).__name__} {quote(value)}"
-            if typing.get_origin(allowed) is typing.Literal:
-                expected = _describe(tp)
-                raise MetricsError(
-                    f"{where}: field '{name}' is {quote(value)}, expected {expected}"
-                )
-            raise MetricsError(f"{where}: field '{name}' must be {_describe(allowed)}, got {got}")
-        _check_float(name, value, spec.metadata["diverges"], where)
-        choices = spec.metadata["choices"]
-        if choices and value not in choices:
-            expected = ", ".join(repr(choice) for choice in choices)
-            raise MetricsError(
-                f"{where}: field '{name}' is {quote(value)}, expected one of {expected}"
-            )
-        item = _item_type(tp)
-        if isinstance(item, type) and dataclasses.is_dataclass(item) and value is not None:
-            value = [_entry(item, entry, f"{where} {name}[{i}]") for i, entry in enumerate(value)]
-        elif item is not None and value is not None:
-            for entry in value:
-                _check_float(name, entry, False, where)
-        values[name] = value
-    return kind(**values)
-
-
-def _entry(kind: type, raw: Any, where: str) -> Any:
-    if not isinstance(raw, dict):
-        raise MetricsError(f"{where}: must be an object")
-    return _build(kind, raw, where)
+def _annotation(kind: type[BaseModel], name: str) -> str:
+    return str(kind.model_fields[name].annotation).replace(" | None", "")
 
 
 def from_json(raw: Any, where: str = "record") -> Record:
@@ -159,7 +114,14 @@ def from_json(raw: Any, where: str = "record") -> Record:
         raise MetricsError(
             f"{where}: field 'record' is {quote(name)}, expected one of {', '.join(KINDS)}"
         )
-    record: Record = _build(KINDS[name], raw, f"{where} ({name})")
+    kind = KINDS[name]
+    try:
+        record: Record = kind.model_validate(
+            {k: v for k, v in raw.items() if k != "record"}, context=READING
+        )
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        raise MetricsError(_message(dict(first), kind, raw, f"{where} ({name})")) from None
     if name == "run_start":
         _check_start(raw, where)
     return record

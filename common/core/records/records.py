@@ -1,5 +1,5 @@
-"""The metrics schema: one dataclass per record of a run's `metrics.jsonl`, JSON Lines written by
-the chief only.
+"""The metrics schema: one pydantic model per record of a run's `metrics.jsonl`, JSON Lines
+written by the chief only.
 
   RunStart  once: provenance (framework, versions, strategy, world, hosts, devices, config,
             config hash, git commit, seed, numerics, threads)
@@ -12,8 +12,9 @@ the chief only.
 Each field says what it means and its unit (`doc`); the published JSON Schema
 (`common.core.records.schema`, docs/metrics.schema.json) and the reader's checks
 (`common.core.records.record_json`)
-are both generated from these classes. A field marked `added` came after version 1 was
-published: the suite always writes it, and a reader accepts files written before it (None).
+are both generated from these classes (pydantic models, `common.core.records.fields`). A field
+marked `added` came after version 1 was published: the suite always writes it, and a reader
+accepts files written before it (None).
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from pydantic import StrictFloat, StrictInt
+
 from common.core.config import strategies
 from common.core.records.entries import TrafficEntry
-from common.core.records.fields import doc
+from common.core.records.fields import Fields, doc
 
 SCHEMA_VERSION = 1
 METRICS_FILENAME = "metrics.jsonl"
@@ -31,8 +34,7 @@ Status = Literal["success", "failed", "aborted", "diverged"]
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
 
 
-@dataclass(kw_only=True, slots=True)
-class RunStart:
+class RunStart(Fields):
     KIND: ClassVar[str] = "run_start"
     schema_version: int = doc("version of this schema")
     time: str = doc("UTC time the record was written, ISO 8601 with milliseconds")
@@ -82,16 +84,14 @@ class RunStart:
     )
 
 
-@dataclass(kw_only=True, slots=True)
-class Resume:
+class Resume(Fields):
     KIND: ClassVar[str] = "resume"
     time: str = doc("UTC time the record was written, ISO 8601 with milliseconds")
     epoch: int = doc("the epoch of the checkpoint the launch went on from")
     checkpoint: str = doc("folder of the checkpoint the launch went on from")
 
 
-@dataclass(kw_only=True, slots=True)
-class Step:
+class Step(Fields):
     KIND: ClassVar[str] = "step"
     epoch: int = doc("epoch number, from 1")
     step: int = doc("global optimizer step, from 1")
@@ -102,8 +102,7 @@ class Step:
     lr: float = doc("learning rate of the step")
 
 
-@dataclass(kw_only=True, slots=True)
-class MemoryEntry:
+class MemoryEntry(Fields):
     rank: int = doc("the rank")
     peak_bytes: int = doc("peak memory of the rank, bytes, as peak_counts says")
     peak_counts: str = doc("what peak_bytes measures")
@@ -130,8 +129,7 @@ class MemoryEntry:
         return self.param_bytes + self.grad_bytes + self.optim_bytes
 
 
-@dataclass(kw_only=True, slots=True)
-class Epoch:
+class Epoch(Fields):
     KIND: ClassVar[str] = "epoch"
     time: str = doc("UTC time the record was written, ISO 8601 with milliseconds")
     epoch: int = doc("epoch number, from 1")
@@ -157,12 +155,12 @@ class Epoch:
         added=True,
         nullable=True,
     )
-    loss_scale: list[float] | None = doc(
+    loss_scale: list[StrictFloat] | None = doc(
         "every rank's fp16 loss scale after the epoch; null without loss scaling",
         added=True,
         nullable=True,
     )
-    skipped_steps: list[int] | None = doc(
+    skipped_steps: list[StrictInt] | None = doc(
         "every rank's optimizer steps skipped on overflow in the epoch; null without loss scaling",
         added=True,
         nullable=True,
@@ -201,14 +199,14 @@ class Epoch:
     )
 
 
-@dataclass(kw_only=True, slots=True)
-class RunEnd:
+class RunEnd(Fields):
     KIND: ClassVar[str] = "run_end"
     time: str = doc("UTC time the record was written, ISO 8601 with milliseconds")
-    status: Status = doc(
+    status: str = doc(
         "success; failed; aborted (stopped on purpose: a signal, --stop-after-epoch, "
         "preemption); diverged (a train or val loss became NaN or infinite: the run went on to "
-        "its end, or stopped there with train.stop_on_divergence)"
+        "its end, or stopped there with train.stop_on_divergence)",
+        choices=STATUSES,
     )
     epochs_completed: int = doc("epochs with a record, earlier launches included")
     total_time_s: float = doc(
