@@ -34,12 +34,12 @@ def write_report(
         size = pages.SizeAxis(sizes.size_table_lines(size_rows), picture, sizeplot.CAPTION)
     for write, name in ((pages.write_html, "report.html"), (pages.write_markdown, "report.md")):
         write(rendered, notes, problems, path=out / name, target=target, size=size)
-    all_rows = [{**group.key, **asdict(row)} for group in rendered for row in group.rows]
+    all_rows = [{**group.key, **row.as_dict()} for group in rendered for row in group.rows]
     (out / "report.csv").write_text(tables.csv_table(all_rows), encoding="utf-8")
     document = {
         "target_accuracy": target,
         "groups": [
-            {"key": group.key, "rows": [asdict(row) for row in group.rows]} for group in rendered
+            {"key": group.key, "rows": [row.as_dict() for row in group.rows]} for group in rendered
         ],
         "model_sizes": [asdict(row) for row in size_rows],
         "not_side_by_side": notes,

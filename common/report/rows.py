@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from common.report.runs import RecordedRun, median_of
+from common.report.runs import RecordedRun, RunSummary, median_of
 
 # Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (then 1.96).
 T95 = [
@@ -24,8 +24,9 @@ T95 = [
 
 
 @dataclass(kw_only=True)
-class Row:
-    """One line of a report's table: every run of one setup, folded."""
+class Row(RunSummary):
+    """One line of a report's table: every run of one setup, folded (its `RunSummary` numbers
+    folded over the repeats as each field's `fold` says)."""
 
     framework: str
     strategy: str
@@ -33,28 +34,10 @@ class Row:
     layout: str
     runs: int
     folders: list[str] = field(default_factory=list)
-    epoch_s: float | None = None
     epoch_s_low: float | None = None
     epoch_s_high: float | None = None
-    samples_s: float | None = None
     samples_s_low: float | None = None
     samples_s_high: float | None = None
-    eval_s: float | None = None
-    mfu: float | None = None
-    collectives: float | None = None
-    sent_mb: float | None = None
-    warmup_s: float | None = None
-    peak_mib: float | None = None
-    above_mib: float | None = None
-    state_mib: float | None = None
-    final_acc: float | None = None
-    best_acc: float | None = None
-    target_s: float | None = None
-    peak_counts: str = ""
-    first_epoch_only: bool = False
-    status: str = ""
-    efficiency: float | None = None
-    """samples/s over workers x the 1-worker baseline's samples/s."""
     baseline: str = ""
     """The row the efficiency is measured against, e.g. "single x1"."""
     shared_cores: str = ""
@@ -70,6 +53,12 @@ class Row:
     """Highest minus lowest final accuracy of the repeats (None for one run)."""
     gpu_nondeterministic: bool = False
     """It ran on GPUs without dist.deterministic: its repeats differ in their arithmetic."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Its fields, the row's identity first (for CSV and JSON)."""
+        whole = asdict(self)
+        first = ("framework", "strategy", "world", "layout", "runs", "folders")
+        return {**{key: whole[key] for key in first}, **whole}
 
     @property
     def name(self) -> str:
@@ -172,8 +161,6 @@ def rows_for(runs: list[RecordedRun], target: float | None = None) -> list[Row]:
         summaries = [run.summary(target) for run in members]
         if (framework, strategy, world) in shared:
             strategy = f"{strategy} [{layout}]"
-        epoch_s, epoch_low, epoch_high, _ = interval([s.epoch_s for s in summaries])
-        samples_s, samples_low, samples_high, _ = interval([s.samples_s for s in summaries])
         mean, error = _mean_and_error([s.samples_s for s in summaries])
         rows.append(
             Row(
@@ -183,26 +170,7 @@ def rows_for(runs: list[RecordedRun], target: float | None = None) -> list[Row]:
                 layout=layout,
                 runs=len(members),
                 folders=[str(Path(run.path).parent) for run in members],
-                epoch_s=epoch_s,
-                epoch_s_low=epoch_low,
-                epoch_s_high=epoch_high,
-                samples_s=samples_s,
-                samples_s_low=samples_low,
-                samples_s_high=samples_high,
-                eval_s=median_of(s.eval_s for s in summaries),
-                mfu=median_of(s.mfu for s in summaries),
-                collectives=median_of(s.collectives for s in summaries),
-                sent_mb=median_of(s.sent_mb for s in summaries),
-                warmup_s=median_of(s.warmup_s for s in summaries),
-                peak_mib=median_of(s.peak_mib for s in summaries),
-                above_mib=median_of(s.above_mib for s in summaries),
-                state_mib=median_of(s.state_mib for s in summaries),
-                final_acc=median_of(s.final_acc for s in summaries),
-                best_acc=median_of(s.best_acc for s in summaries),
-                target_s=median_of(s.target_s for s in summaries),
-                peak_counts=summaries[0].peak_counts,
-                first_epoch_only=any(s.first_epoch_only for s in summaries),
-                status=",".join(sorted({s.status for s in summaries})),
+                **folded(summaries),
                 shared_cores=next((c for run in members if (c := run.shared_cores())), ""),
                 samples_s_repeats=[s.samples_s for s in summaries if s.samples_s is not None],
                 samples_s_mean=mean,
@@ -218,6 +186,26 @@ def rows_for(runs: list[RecordedRun], target: float | None = None) -> list[Row]:
         )
     add_efficiency(rows)
     return rows
+
+
+def folded(summaries: list[RunSummary]) -> dict[str, Any]:
+    """The repeats' `RunSummary` numbers folded into one row's, as each field's `fold` says."""
+    out: dict[str, Any] = {}
+    for spec in fields(RunSummary):
+        values = [getattr(summary, spec.name) for summary in summaries]
+        fold = spec.metadata["fold"]
+        if fold == "interval":
+            middle, low, high, _ = interval(values)
+            out |= {spec.name: middle, f"{spec.name}_low": low, f"{spec.name}_high": high}
+        elif fold == "median":
+            out[spec.name] = median_of(values)
+        elif fold == "join":
+            out[spec.name] = ",".join(sorted(set(values)))
+        elif fold == "any":
+            out[spec.name] = any(values)
+        elif fold == "first":
+            out[spec.name] = values[0]
+    return out
 
 
 def _mean_and_error(values: list[float | None]) -> tuple[float | None, float | None]:

@@ -44,29 +44,43 @@ def median_of(values: Iterable[float | None]) -> float | None:
     return statistics.median(present) if present else None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+def column(
+    header: str, digits: int, note: str = "", fold: str = "median", default: Any = None
+) -> Any:
+    """A number of one run that is also a column of the report: its header, the digits shown,
+    the footnote that says what it measures (if the report's fixed notes do not), and how a
+    row folds its repeats (median; interval: median with a 95% interval; row: computed from
+    the rows, not the runs). A field of `RunSummary` declared with it is all a column takes:
+    `common.report.rows` folds it and `common.report.tables` shows it."""
+    return field(default=default, metadata={"header": header, "digits": digits, "note": note,
+                                         "fold": fold})  # fmt: skip
+
+
+@dataclass(kw_only=True)
 class RunSummary:
     """The numbers of one run. Times exclude epoch 1 (warm-up, tracing) when there are more."""
 
-    epoch_s: float | None
-    samples_s: float | None
-    eval_s: float | None
-    mfu: float | None
-    collectives: float | None
+    epoch_s: float | None = column("epoch s", 3, fold="interval")
+    samples_s: float | None = column("samples/s", 0, fold="interval")
+    eval_s: float | None = column("eval s", 3)
+    mfu: float | None = column("MFU %", 1)
+    collectives: float | None = column("coll/step", 0)
     """Collectives per training step (the epoch records' traffic)."""
-    sent_mb: float | None
+    sent_mb: float | None = column("MB sent/rank/step", 3)
     """MB a ring algorithm makes one rank send per training step."""
-    warmup_s: float | None
+    warmup_s: float | None = column("compile s", 2)
     """Epoch 1's first step beyond its median step: tracing, compiling, warm-up."""
-    first_epoch_only: bool
-    peak_mib: float | None
-    above_mib: float | None
-    peak_counts: str
-    state_mib: float | None
-    final_acc: float | None
-    best_acc: float | None
-    target_s: float | None
-    status: str
+    efficiency: float | None = column("scaling eff %", 0, fold="row")
+    """samples/s over workers x the 1-worker baseline's samples/s (`rows.add_efficiency`)."""
+    peak_mib: float | None = column("peak MiB/rank", 0)
+    above_mib: float | None = column("above base MiB/rank", 0)
+    state_mib: float | None = column("state MiB/rank", 1)
+    final_acc: float | None = column("final acc", 4)
+    best_acc: float | None = column("best acc", 4)
+    target_s: float | None = column("to target s", 1)
+    status: str = column("status", 0, fold="join", default="")
+    first_epoch_only: bool = field(default=False, metadata={"fold": "any"})
+    peak_counts: str = field(default="", metadata={"fold": "first"})
 
 
 @dataclass

@@ -6,31 +6,19 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any
 
 from common.report.rows import Row
+from common.report.runs import RunSummary
 
-COLUMNS: list[tuple[str, str, int]] = [  # Row attribute, header, digits
-    ("framework", "framework", 0),
-    ("strategy", "strategy", 0),
-    ("world", "workers", 0),
-    ("layout", "layout", 0),
-    ("runs", "runs", 0),
-    ("epoch_s", "epoch s", 3),
-    ("samples_s", "samples/s", 0),
-    ("eval_s", "eval s", 3),
-    ("mfu", "MFU %", 1),
-    ("collectives", "coll/step", 0),
-    ("sent_mb", "MB sent/rank/step", 3),
-    ("warmup_s", "compile s", 2),
-    ("efficiency", "scaling eff %", 0),
-    ("peak_mib", "peak MiB/rank", 0),
-    ("above_mib", "above base MiB/rank", 0),
-    ("state_mib", "state MiB/rank", 1),
-    ("final_acc", "final acc", 4),
-    ("best_acc", "best acc", 4),
-    ("target_s", "to target s", 1),
-    ("status", "status", 0),
+IDENTITY = [("framework", "framework"), ("strategy", "strategy"), ("world", "workers"),
+            ("layout", "layout"), ("runs", "runs")]  # fmt: skip
+# Row attribute, header, digits: the row's identity, then every column `RunSummary` declares.
+COLUMNS: list[tuple[str, str, int]] = [(key, header, 0) for key, header in IDENTITY] + [
+    (spec.name, spec.metadata["header"], spec.metadata["digits"])
+    for spec in fields(RunSummary)
+    if "header" in spec.metadata
 ]
 
 
@@ -123,6 +111,7 @@ def footnotes(rows: list[Row], target: float | None = None) -> list[str]:
             "built (framework and data loaded): what the model, its training and evaluation "
             "added"
         )
+    notes += [spec.metadata["note"] for spec in fields(RunSummary) if spec.metadata.get("note")]
     if any(row.first_epoch_only for row in rows):
         notes.append("runs of one epoch: their times include warm-up and tracing")
     return notes
