@@ -42,9 +42,8 @@ class ModelConfig(BaseModel):
         if self.name not in MODELS:
             raise ValueError(f"model.name={self.name!r}: allowed: {', '.join(MODELS)}")
         sized_by = MODELS[self.name].size_key
-        defaults = {"hidden": (128, 64), "width": 1}
-        for key, default in defaults.items():
-            if key != sized_by and getattr(self, key) != default:
+        for key in dict.fromkeys(entry.size_key for entry in MODELS.values()):
+            if key != sized_by and getattr(self, key) != type(self).model_fields[key].default:
                 users = [name for name, entry in MODELS.items() if entry.size_key == key]
                 raise ValueError(
                     f"model.{key} sizes {', '.join(users)}; size {self.name} with model.{sized_by}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from common.data.datasets import DATASETS, DatasetSpec
 from common.models.layers import (
@@ -115,8 +115,10 @@ def resnet8(cfg: ModelConfig, inputs: Shape, classes: int) -> tuple[Layer, ...]:
 class ModelEntry:
     name: str
     summary: str
-    size_key: Literal["hidden", "width"]
-    """The model.* key that sizes it; the other one stays at its default."""
+    size_key: str
+    """The model.* key that sizes it (a field of `common.models.config.ModelConfig` whose
+    default is the unsized model); every other model's size key stays at its default. An
+    integer key N is written `<model>:<its first letter>N` on the size axis (`resnet8:w4`)."""
     layers: Callable[[ModelConfig, Shape, int], tuple[Layer, ...]]
 
 

@@ -35,7 +35,9 @@ def test_named_sizes_have_the_parameter_counts_they_say():
 
 @pytest.mark.parametrize("bad", ["", "12Q", "4096x", "w0", "0x10", "mlp:w2", "resnet8:2"])
 def test_a_size_that_means_nothing_is_refused_with_the_forms(bad):
-    with pytest.raises(ValueError, match="preset .* 4096x4096, w<N> .* <model>:w<N> for cnn"):
+    with pytest.raises(
+        ValueError, match=r"preset .* 4096x4096, w<N> .* cnn:w<N> \(model.width\), resnet8:w<N>"
+    ):
         sizes.size_overrides(bad)
 
 
@@ -142,3 +144,10 @@ def test_size_rows_need_two_sizes_of_one_series():
 def size_params(size: str) -> int:
     """Parameters of a size (the same count the runs record)."""
     return weights.parameter_count(zoo.describe(sizes.size_model(size)))
+
+
+def test_every_model_is_sized_by_a_key_of_the_model_config():
+    for name, entry in zoo.MODELS.items():
+        assert entry.size_key in ModelConfig.model_fields, name
+        unsized = ModelConfig(name=name)
+        assert getattr(unsized, entry.size_key) == ModelConfig.model_fields[entry.size_key].default
