@@ -29,7 +29,7 @@ endif
 
 export MNIST_DIR
 
-.PHONY: setup data test test-fast test-common test-torch test-tf test-slurm test-gpu demo preflight sizes lint clean
+.PHONY: setup data test test-fast test-common test-torch test-tf test-slurm test-gpu demo preflight sizes docs lint clean
 
 setup: $(STAMP)
 
@@ -98,6 +98,10 @@ sizes: setup
 # Check this machine before a sweep: both frameworks on 2 local ranks (common.tools.preflight).
 preflight: setup data
 	$(PY) -m common.tools.preflight --nproc 2 2>&1 | $(TF_NOISE)
+
+# The reference pages in docs/reference/, from the code (tests/common/test_docs.py: not stale).
+docs: setup
+	$(PY) -m common.tools.docs
 
 lint: setup
 	$(PY) -m ruff check .

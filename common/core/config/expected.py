@@ -95,12 +95,16 @@ def _sharded(units: list[Unit], shard: int, cfg: Any, flat: bool) -> list[Expect
 
 
 def fully_sharded(units: list[Unit], replicate: int, shard: int, cfg: Any) -> list[Expected]:
-    """fully_shard (fsdp2): every parameter split on dim 0 over the shard group."""
+    """fully_shard (fsdp2): every parameter split on dim 0 over the shard group; per unit an
+    all-gather before its forward, another before its backward under full_shard, and a
+    reduce-scatter of its gradients."""
     return _sharded(units, shard, cfg, flat=False)
 
 
 def flat_sharded(units: list[Unit], replicate: int, shard: int, cfg: Any) -> list[Expected]:
-    """FSDP1: each unit's parameters flattened, then split over the ranks."""
+    """FSDP1: each unit's parameters flattened, then split over the ranks; per unit an
+    all-gather before its forward, another before its backward under full_shard (not the
+    root's), and a reduce-scatter of its gradients."""
     return _sharded(units, shard, cfg, flat=True)
 
 

@@ -229,7 +229,7 @@ KINDS: dict[str, type[Record]] = {
     kind.KIND: kind for kind in (RunStart, Resume, Step, Epoch, RunEnd)
 }
 # The records' entries (objects in their lists), each a definition of the JSON Schema.
-ENTRIES: tuple[type, ...] = (MemoryEntry, TrafficEntry)  # TrafficEntry: records.entries
+ENTRIES: tuple[type[Fields], ...] = (MemoryEntry, TrafficEntry)  # TrafficEntry: records.entries
 # The sections every resolved config has (common.core.config.config.Config).
 CONFIG_SECTIONS = ("data", "model", "optim", "train", "dist", "output", "torch", "tf")
 
