@@ -2,6 +2,7 @@
 them, in about a minute. Exits 1 naming the first check that failed.
 
     python -m common.tools.preflight [--nproc 2] [--device auto|cpu|gpu] [--frameworks torch,tf]
+                                     [--links-dir results]
     sbatch -N2 --ntasks-per-node=1 slurm/run_slurm.sh preflight      (the same, as srun steps)
 
 For each framework it runs, with the launcher the runs use (common.launch here, srun in a job):
@@ -10,6 +11,10 @@ For each framework it runs, with the launcher the runs use (common.launch here, 
          precisions the hardware runs; then all-reduce timings from 8 B to 64 MiB, reported as
          nccl-tests does: algbw = bytes / time, busbw = algbw x 2(n-1)/n (the bytes each link
          carries in a ring, comparable across rank counts).
+  links  (2 ranks or more) the framework's link tool (`torch_impl.links`, `tf_impl.links`):
+         all-reduce, all-gather and reduce-scatter timed from 8 B to 64 MiB and fitted to a
+         latency and a bandwidth each, written as `<links-dir>/links-<framework>.json`, where
+         `compare.py --project` finds it beside the runs.
   train  20 steps of every strategy at every precision the probe found, each a real launch of
          the training program on MNIST.
 """
@@ -25,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common.core.measure import collectives, devices
+from common.core.measure import collectives, devices, links
 from common.core.records import metrics
 from common.core.records.records import METRICS_FILENAME, Epoch, RunEnd
 from common.core.train import frameworks
@@ -141,6 +146,27 @@ def probe(framework: str, start: list[str], device: str, tf32: bool) -> dict[str
     )
 
 
+def link_profile(framework: str, start: list[str], device: str, folder: Path) -> list[str]:
+    """Run the framework's link tool; the report's lines on the profile it wrote."""
+    step(f"{framework}: link profile (collectives from 8 B to 64 MiB, fitted)")
+    out = folder / f"links-{framework}.json"
+    module = f"{frameworks.get(framework).package}.links"
+    command = [*start, sys.executable, "-m", module, "--out", str(out), "--device", device]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
+    if done.returncode != 0 or not out.is_file():
+        tail = " ".join((done.stderr or done.stdout).split())[-600:]
+        raise Failed(f"{framework} link profile failed (exit {done.returncode}): {tail}")
+    profile = links.read(out)
+    lines = [f"  links      {out} ({profile.transport}, {profile.world_size} ranks)"]
+    for kind, fit in profile.kinds.items():
+        bandwidth = 1 / fit.beta_s_per_byte / 1e9 if fit.beta_s_per_byte else float("inf")
+        lines.append(
+            f"             {kind:<15} alpha {fit.alpha_s * 1e6:9.1f} µs  "
+            f"1/beta {bandwidth:8.3f} GB/s"
+        )
+    return lines
+
+
 def train(
     framework: str, start: list[str], found: dict[str, Any], *, device: str, out: Path
 ) -> list[dict[str, Any]]:
@@ -173,7 +199,7 @@ def train(
     return rows
 
 
-def report(found: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+def report(found: dict[str, Any], rows: list[dict[str, Any]], linked: list[str]) -> str:
     lines = [f"{found['framework']}: {found['world_size']} rank(s), backend {found['backend']}"]
     lines.append("  versions   " + ", ".join(f"{k} {v}" for k, v in found["versions"].items()))
     for rank, seen in enumerate(found["ranks"]):
@@ -197,6 +223,7 @@ def report(found: dict[str, Any], rows: list[dict[str, Any]]) -> str:
                 f"             {row['bytes']:>11,} {row['time_us']:>9.1f} "
                 f"{row['algbw_gbps']:>11.3f} {row['busbw_gbps']:>11.3f}"
             )
+    lines += linked
     for row in rows:
         lines.append(f"  train      {row['run']:<24} ok, {row['samples_per_s']:,.0f} samples/s")
     return "\n".join(lines)
@@ -210,6 +237,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frameworks", default="torch,tf")
     parser.add_argument("--tf32", action="store_true", help="probe with dist.tf32=true")
     parser.add_argument("--out", help="folder for the 20-step runs (default: a temporary one)")
+    parser.add_argument(
+        "--links-dir",
+        default="results",
+        type=Path,
+        help="where each framework's link profile goes (links-<framework>.json), for "
+        "compare.py --project (default: results)",
+    )
     args = parser.parse_args(argv)
     start = launcher(args.launcher, args.nproc)
     with tempfile.TemporaryDirectory(prefix="preflight-") as scratch:
@@ -217,11 +251,14 @@ def main(argv: list[str] | None = None) -> int:
         for framework in args.frameworks.split(","):
             try:
                 found = probe(framework, start, args.device, args.tf32)
+                linked = []
+                if found["world_size"] > 1:
+                    linked = link_profile(framework, start, args.device, args.links_dir)
                 rows = train(framework, start, found, device=args.device, out=out)
             except (Failed, subprocess.TimeoutExpired) as failure:
                 print(f"preflight FAILED: {failure}", file=sys.stderr)
                 return 1
-            print(report(found, rows), flush=True)
+            print(report(found, rows, linked), flush=True)
     print("preflight passed")
     return 0
 

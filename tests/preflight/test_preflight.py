@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from common.core.measure import devices
+from common.core.measure import devices, links
 from common.tools import preflight
 
 # bf16 is trained only where the CPU has its instructions; elsewhere it is named as emulated
@@ -19,8 +19,8 @@ def run_preflight(*args):
 
 
 @pytest.mark.parametrize("nproc", [1, 2])
-def test_the_preflight_checks_both_frameworks(nproc):
-    done = run_preflight("--nproc", str(nproc))
+def test_the_preflight_checks_both_frameworks(nproc, tmp_path):
+    done = run_preflight("--nproc", str(nproc), "--links-dir", str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert out.rstrip().endswith("preflight passed")
@@ -37,6 +37,15 @@ def test_the_preflight_checks_both_frameworks(nproc):
         assert out.count("(bf16, fp16 emulated by this CPU: not trained)") == 2
     rows = out.count("67,108,864")  # the largest all-reduce, once per framework
     assert rows == (2 if nproc == 2 else 0)
+    # 2 ranks: each framework's link profile, where compare.py --project finds it
+    profiles = sorted(path.name for path in tmp_path.glob("links-*.json"))
+    assert profiles == (["links-tf.json", "links-torch.json"] if nproc == 2 else [])
+    if nproc == 2:
+        profile = links.read(tmp_path / "links-torch.json")
+        assert profile.transport == "gloo" and profile.world_size == 2
+        assert set(profile.kinds) == {"all_reduce", "all_gather", "reduce_scatter"}
+        assert set(links.read(tmp_path / "links-tf.json").kinds) == {"all_reduce", "all_gather"}
+        assert out.count("  links      ") == 2 and "all_gather      alpha" in out
 
 
 def test_a_failed_check_is_named_and_fails_the_preflight():
