@@ -84,6 +84,7 @@ def report(runs: list[RecordedRun], project: str, given: Path | None, results: l
             efficiency = f"{100 * row.efficiency_low:>5.0f} .. {100 * row.efficiency_high:<4.0f}"
             comm = f"{1000 * row.communication_s:>12.2f}"
             lines.append(f"{row.label:>34}  {row.world:>7}  {speeds}  {efficiency}  {comm}")
+    lines += [f"  > {sentence}" for sentence in _shares(runs, profile)]
     lines += [f"  > {sentence}" for sentence in _flips(runs, profile, counts)]
     lines += [f"  * caveat: {caveat}" for caveat in dict.fromkeys(caveats)]
     lines.append(
@@ -93,6 +94,29 @@ def report(runs: list[RecordedRun], project: str, given: Path | None, results: l
     )
     found.text = "\n".join(lines)
     return found
+
+
+def _shares(runs: list[RecordedRun], profile: links.LinkProfile) -> list[str]:
+    """Why each run's step takes what it takes at its own size: its collectives and bytes, and
+    what the profile says they cost, against its measured step."""
+    said = []
+    for run in runs:
+        traffic = next((e.traffic for e in reversed(run.epochs) if e.traffic), None)
+        timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
+        comm = projection.communication_s(run, profile, run.start.world_size)
+        if not traffic or not timed or comm is None:
+            continue
+        train = [entry for entry in traffic if entry.phase == "train"]
+        calls = sum(entry.calls for entry in train)
+        sent = sum(entry.wire_bytes for entry in train) / 1e6
+        speed = sorted(e.samples_per_s for e in timed)[len(timed) // 2]
+        step = run.start.global_batch_size / speed
+        said.append(
+            f"{_name(run)} sends {sent:.3g} MB per rank per step in {calls:g} collective{'s' if calls != 1 else ''}; at "
+            f"this profile's costs that is {1000 * comm:.3g} ms of its {1000 * step:.3g} ms "
+            f"step ({min(comm / step, 1.0):.0%})"
+        )
+    return said
 
 
 def _flips(runs: list[RecordedRun], profile: links.LinkProfile, counts: list[int]) -> list[str]:

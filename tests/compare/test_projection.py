@@ -84,3 +84,15 @@ def test_compare_projects_with_a_profile_and_refuses_without_one(tmp_path, capsy
     compare.main([str(tmp_path), "--project", "8"])
     out = capsys.readouterr().out
     assert "== projection with the link profile" in out and "no traffic recorded" in out
+
+
+def test_each_run_is_explained_by_its_bytes_and_the_links_cost():
+    from common.report import projections
+
+    (said,) = projections._shares([ddp_run()], profile())
+    # 1 MB in 1 all-reduce; 1 ms + 1 MB x 1 ns = 2 ms of the 10 ms step
+    assert said == (
+        "torch ddp x2 sends 1 MB per rank per step in 1 collective; at this profile's costs "
+        "that is 2 ms of its 10 ms step (20%)"
+    )
+    assert projections._shares([ddp_run(traffic=False)], profile()) == []
