@@ -111,10 +111,11 @@ def _shares(runs: list[RecordedRun], profile: links.LinkProfile) -> list[str]:
         sent = sum(entry.wire_bytes for entry in train) / 1e6
         speed = sorted(e.samples_per_s for e in timed)[len(timed) // 2]
         step = run.start.global_batch_size / speed
+        plural = "s" if calls != 1 else ""
         said.append(
-            f"{_name(run)} sends {sent:.3g} MB per rank per step in {calls:g} collective{'s' if calls != 1 else ''}; at "
-            f"this profile's costs that is {1000 * comm:.3g} ms of its {1000 * step:.3g} ms "
-            f"step ({min(comm / step, 1.0):.0%})"
+            f"{_name(run)} sends {sent:.3g} MB per rank per step in {calls:g} "
+            f"collective{plural}; at this profile's costs that is {1000 * comm:.3g} ms of its "
+            f"{1000 * step:.3g} ms step ({min(comm / step, 1.0):.0%})"
         )
     return said
 
