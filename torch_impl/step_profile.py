@@ -1,0 +1,102 @@
+"""Where a training step's time goes, from torch's profiler: one rank of any launcher builds the
+run's trainer exactly as training does, takes a few steps to warm up, then profiles `--steps`
+steps and splits their time (each event's self time, so nothing counts twice):
+
+  collectives   c10d ops and the backend's (gloo, NCCL) events: issuing and running them
+  waiting       FSDP's all_gather and post_backward_reduce ranges: where fully_shard waits
+                for the collectives it issued
+  FSDP + DTensor the rest of FSDP's hooks and copies (FSDP::*, fsdp::*, the DTensor
+                subclass dispatch, the autograd hooks it registers)
+  compute       aten ops (matmuls, activations, the loss, the optimizer's kernels)
+  the rest      the step's wall time less all of the above: Python in the suite's step, the
+                autograd engine and the optimizer's own Python
+
+    python -m common.launch --nproc 2 -- python -m torch_impl.step_profile \\
+        --config configs/mlp_adam.yaml --set torch.strategy=fsdp2
+
+The chief prints one line per category in ms per step, and one JSON line (`STEP_PROFILE`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+from torch.profiler import ProfilerActivity, profile
+
+from common.core.config import config_io
+from common.core.measure.devices import resolve_eval_batch
+from common.launch import environment
+from torch_impl import dist
+from torch_impl.parallel import resolve_strategy
+from torch_impl.train import TorchTrainer
+
+WAITING = ("FSDP::all_gather (", "FSDP::post_backward_reduce")
+FSDP = ("FSDP::", "fsdp::", "PythonSubclass", "RegisterPostBackward")
+COLLECTIVES = ("c10d::", "gloo:", "nccl:")
+
+
+def category(name: str) -> str:
+    if name.startswith(COLLECTIVES):
+        return "collectives"
+    if name.startswith(WAITING):
+        return "waiting"
+    if name.startswith(FSDP):
+        return "FSDP + DTensor"
+    if name.startswith("aten::"):
+        return "compute"
+    return "the rest"
+
+
+def split(events, steps: int, wall_s: float) -> dict[str, float]:
+    """ms per step by category; "the rest" also takes the wall time no event covers."""
+    found = {name: 0.0 for name in ("collectives", "waiting", "FSDP + DTensor", "compute")}
+    for event in events:
+        kind = category(event.key)
+        if kind in found:
+            found[kind] += event.self_cpu_time_total / 1000 / steps
+    found["the rest"] = max(0.0, wall_s * 1000 / steps - sum(found.values()))
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m torch_impl.step_profile", description=__doc__)
+    parser.add_argument("--config")
+    parser.add_argument("--set", action="append", default=[], dest="overrides")
+    parser.add_argument("--steps", type=int, default=20)
+    args = parser.parse_args(argv)
+    spec = environment.from_environment()
+    cfg = config_io.load_config(args.config, args.overrides)
+    info = dist.setup_distributed(resolve_strategy(cfg, spec.world_size), spec)
+    cfg = resolve_eval_batch(cfg, "torch", info.device_type)
+    trainer = TorchTrainer(cfg, info)
+    trainer.build()
+    batches = iter(trainer.train_batches(0))
+    lr = cfg.optim.lr
+    for _ in range(5):  # warm-up: buffers, the first all-gathers, the optimizer's state
+        trainer.train_step(next(batches), lr)
+    dist.synchronize(info)
+    walls = []
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        for _ in range(args.steps):
+            start = time.perf_counter()
+            trainer.train_step(next(batches), lr)
+            dist.synchronize(info)
+            walls.append(time.perf_counter() - start)
+    found = split(profiler.key_averages(), args.steps, sum(walls))
+    if info.is_chief:
+        label = f"torch {trainer.parallel.name} x{info.world_size}, {cfg.model.name}"
+        mean, median = 1000 * statistics.mean(walls), 1000 * statistics.median(walls)
+        print(f"{label}: {mean:.2f} ms per step, median {median:.2f} (profiled); of the mean:")
+        for name, ms in found.items():
+            print(f"  {name:<16} {ms:7.2f} ms per step")
+        said = {"run": label, "mean_ms": mean, "median_ms": median, "ms_per_step": found}
+        print("STEP_PROFILE " + json.dumps(said))
+    dist.leave_together(info, cfg.dist.timeout_s)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
