@@ -1,6 +1,9 @@
 """A real SLURM cluster on this machine, for the tests and the demo (root, Debian).
 
     python slurm/testcluster.py up [--nodes 2] [--dir /tmp/suite-slurm] [--owner PID]
+                                   [--link RATE[,DELAY]]
+    python slurm/testcluster.py link --link RATE[,DELAY]|off [--dir /tmp/suite-slurm]
+    python slurm/testcluster.py counters [--dir /tmp/suite-slurm]
     python slurm/testcluster.py down [--dir /tmp/suite-slurm]
 
 One cluster runs on a machine at a time (its names are machine-wide): `up` refuses, with exit
@@ -20,6 +23,15 @@ share of this machine's cores, so that two "nodes" do not compete for the same o
 EnforcePartLimits=ALL makes an impossible request fail at submission instead of pending
 forever; batch_sched_delay=0 starts a batch job in about a second; there is no accounting
 database, so jobs are followed with `scontrol show job` or `sbatch --wait`.
+
+`--link 100mbit` shapes every node's link in both directions with a token bucket (tbf: the
+rate, a burst of 10 ms of it, a queue deep enough not to drop), on the bridge's end of its veth
+(traffic to the node) and on the node's eth0 (traffic from it). A delay (`100mbit,1ms`) needs
+netem in a netem qdisc before the bucket; kernels without netem refuse it with that said.
+`counters` prints every node's veth byte and packet counters as JSON (what the node sent and
+received: the ground truth for the traffic a run put on the wire). Facts: tbf's rate is in
+tc's units (bit, kbit, mbit, gbit: bits per second); netem, fq and cake are not built into
+every kernel (this one has tbf and htb only).
 """
 
 from __future__ import annotations
@@ -35,12 +47,11 @@ import time
 from pathlib import Path
 
 import testcluster_claim as claim
+from testcluster_links import SUBNET, address, counters, make_network, rate_bits, set_hosts, shape
 
 PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
-BRIDGE, SUBNET = claim.BRIDGE, "10.77.0"
 BUSY_EXIT = 3
 CTLD_PORT, SLURMD_PORT = 16817, 16818
-HOSTS_MARK = "# suite-testcluster"
 CPUS_PER_NODE = 2
 
 
@@ -59,10 +70,6 @@ def install() -> None:
 
 def node_names(nodes: int) -> list[str]:
     return [f"n{index}" for index in range(1, nodes + 1)]
-
-
-def address(node: str) -> str:
-    return f"{SUBNET}.{10 + int(node[1:])}"
 
 
 def write_config(root: Path, nodes: list[str]) -> Path:
@@ -102,27 +109,6 @@ def write_config(root: Path, nodes: list[str]) -> Path:
     config = root / "slurm.conf"
     config.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return config
-
-
-def set_hosts(nodes: list[str]) -> None:
-    hosts = Path("/etc/hosts")
-    kept = [line for line in hosts.read_text().splitlines() if HOSTS_MARK not in line]
-    added = [f"{address(node)} {node} {HOSTS_MARK}" for node in nodes]
-    hosts.write_text("\n".join(kept + added) + "\n")
-
-
-def make_network(nodes: list[str]) -> None:
-    sh("ip", "link", "add", BRIDGE, "type", "bridge")
-    sh("ip", "addr", "add", f"{SUBNET}.1/24", "dev", BRIDGE)
-    sh("ip", "link", "set", BRIDGE, "up")
-    for node in nodes:
-        namespace, veth = f"suite-{node}", f"suite-v{node}"
-        sh("ip", "netns", "add", namespace)
-        sh("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", namespace)
-        sh("ip", "link", "set", veth, "master", BRIDGE, "up")
-        sh("ip", "-n", namespace, "addr", "add", f"{address(node)}/24", "dev", "eth0")
-        sh("ip", "-n", namespace, "link", "set", "eth0", "up")
-        sh("ip", "-n", namespace, "link", "set", "lo", "up")
 
 
 def wait_until(condition, timeout_s: float, what: str) -> None:
@@ -167,7 +153,7 @@ def claim_cluster(root: Path, owner: int) -> None:
                      "since": time.time(), "netns": {}})  # fmt: skip
 
 
-def up(root: Path, count: int, owner: int) -> dict:
+def up(root: Path, count: int, owner: int, link: str = "off") -> dict:
     install()
     claim_cluster(root, owner)
     root.mkdir(parents=True, exist_ok=True)
@@ -182,6 +168,7 @@ def up(root: Path, count: int, owner: int) -> dict:
         started["pids"]["munged"] = int(sh("pgrep", "-x", "munged").stdout.split()[0])
     claim.remove_network()  # what an interrupted `up` may have left (names are this script's own)
     make_network(nodes)
+    shape(nodes, link)
     with claim.registry_lock():  # the namespaces' identities, to find their orphans later
         claim.write({**claim.read(), "netns": claim.namespace_inodes()})
     set_hosts(nodes)
@@ -250,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("action", choices=["up", "down"])
+    parser.add_argument("action", choices=["up", "down", "link", "counters"])
     parser.add_argument("--nodes", type=int, default=1)
     parser.add_argument("--dir", type=Path, default=Path("/tmp/suite-slurm"))
     parser.add_argument(
@@ -260,18 +247,45 @@ def main(argv: list[str] | None = None) -> int:
         help="the process the cluster belongs to: while it lives, another `up` is refused; "
         "once it is gone, the next `up` takes the cluster down (default: the caller)",
     )
+    parser.add_argument(
+        "--link",
+        default="off",
+        help="shape every node's link both ways: RATE[,DELAY] in tc's units (100mbit, "
+        "100mbit,1ms), or off (the default)",
+    )
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("error: the test cluster needs root (packages, namespaces, daemons)", file=sys.stderr)
         return 2
     try:
+        if args.link != "off":
+            rate_bits(args.link.partition(",")[0])  # a bad rate before anything starts
         if args.action == "down":
             down(args.dir)
             return 0
-        started = up(args.dir, args.nodes, args.owner)
+        if args.action in ("link", "counters"):
+            nodes = json.loads((args.dir / "started.json").read_text())["nodes"]
+            if args.action == "counters":
+                print(json.dumps(counters(nodes)))
+                return 0
+            try:
+                shape(nodes, args.link)
+            except RuntimeError as error:  # the cluster stays up, unshaped
+                shape(nodes, "off")
+                print(f"error: {error}", file=sys.stderr)
+                return 2
+            return 0
+        started = up(args.dir, args.nodes, args.owner, args.link)
     except claim.Busy as busy:
         print(f"busy: {busy}", file=sys.stderr)
         return BUSY_EXIT
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"error: no test cluster in {args.dir} ({error.strerror}): run `up` first",
+              file=sys.stderr)  # fmt: skip
+        return 2
     except (RuntimeError, subprocess.CalledProcessError) as error:
         detail = getattr(error, "stderr", "") or ""
         print(f"error: {error} {detail}".strip(), file=sys.stderr)

@@ -1,7 +1,7 @@
 """The reference pages of docs/reference/, generated from the code so that they cannot drift:
-every config key (from the config models' fields and their docstrings), the strategies (from
-the registry), the metrics records' fields (from the record classes) and the report's columns
-(from compare's tables).
+every config key (from the config models' fields and their docstrings), the strategies and the
+models (from their registries), the metrics records' fields (from the record classes) and the
+report's columns (from compare's tables).
 
     python -m common.tools.docs            # write docs/reference/*.md (make docs)
     python -m common.tools.docs --check    # exit 1, naming the stale pages, if any differs
@@ -25,6 +25,8 @@ from common.core.config import strategies
 from common.core.config.config import Config
 from common.core.records.fields import meaning
 from common.core.records.records import ENTRIES, KINDS
+from common.models import weights, zoo
+from common.models.config import ModelConfig
 from common.report import tables
 
 FOLDER = Path(__file__).resolve().parents[2] / "docs" / "reference"
@@ -167,7 +169,29 @@ def columns_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+def models_page() -> str:
+    lines = [
+        "# Models",
+        "",
+        HEADER,
+        "",
+        "The model registry (`common/models/zoo.py`, `MODELS`) that config validation, both "
+        "frameworks' builders, the initial weights, the bench, the size axis and the tests read. "
+        "Counts at the unsized default, on MNIST.",
+        "",
+        "| model | what it is | sized by | parameters | training FLOPs per sample |",
+        "|---|---|---|---:|---:|",
+    ]
+    for name, entry in zoo.MODELS.items():
+        net = zoo.describe(ModelConfig(name=name))
+        counts = [f"{weights.parameter_count(net):,}", f"{weights.train_flops_per_sample(net):,}"]
+        row = [f"`{name}`", entry.summary, f"`model.{entry.size_key}`", *counts]
+        lines.append("| " + " | ".join(map(_cell, row)) + " |")
+    return "\n".join(lines) + "\n"
+
+
 PAGES = {
+    "models.md": models_page,
     "config.md": config_page,
     "strategies.md": strategies_page,
     "records.md": records_page,
