@@ -3,10 +3,12 @@ run's trainer exactly as training does, takes a few steps to warm up, then profi
 steps and splits their time (each event's self time, so nothing counts twice):
 
   collectives   c10d ops and the backend's (gloo, NCCL) events: issuing and running them
-  waiting       FSDP's all_gather and post_backward_reduce ranges: where fully_shard waits
-                for the collectives it issued
-  FSDP + DTensor the rest of FSDP's hooks and copies (FSDP::*, fsdp::*, the DTensor
-                subclass dispatch, the autograd hooks it registers)
+  waiting       the FSDP ranges that wait for the collectives they issued: fully_shard's
+                all_gather and post_backward_reduce; FSDP1's pre-forward and pre- and
+                post-backward hooks (which also hold those hooks' own Python)
+  FSDP + DTensor the rest of FSDP's hooks and copies (FSDP::*, fsdp::*,
+                FullyShardedDataParallel.*, the DTensor subclass dispatch, the autograd hooks
+                it registers)
   compute       aten ops (matmuls, activations, the loss, the optimizer's kernels)
   the rest      the step's wall time less all of the above: Python in the suite's step, the
                 autograd engine and the optimizer's own Python
@@ -33,8 +35,14 @@ from torch_impl import dist
 from torch_impl.parallel import resolve_strategy
 from torch_impl.train import TorchTrainer
 
-WAITING = ("FSDP::all_gather (", "FSDP::post_backward_reduce")
-FSDP = ("FSDP::", "fsdp::", "PythonSubclass", "RegisterPostBackward")
+WAITING = (
+    "FSDP::all_gather (",
+    "FSDP::post_backward_reduce",
+    "FullyShardedDataParallel._pre_forward",
+    "FullyShardedDataParallel._pre_backward",
+    "FullyShardedDataParallel._post_backward_hook",
+)
+FSDP = ("FSDP::", "fsdp::", "FullyShardedDataParallel.", "PythonSubclass", "RegisterPostBackward")
 COLLECTIVES = ("c10d::", "gloo:", "nccl:")
 
 

@@ -15,6 +15,8 @@ def test_events_fall_into_the_categories_by_name():
     assert step_profile.category("FSDP::all_gather (fc1)") == "waiting"
     assert step_profile.category("FSDP::post_backward_reduce (fc2)") == "waiting"
     assert step_profile.category("FSDP::all_gather_copy_out (fc1)") == "FSDP + DTensor"
+    assert step_profile.category("FullyShardedDataParallel._post_backward_hook") == "waiting"
+    assert step_profile.category("FullyShardedDataParallel._post_forward") == "FSDP + DTensor"
     assert step_profile.category("aten::addmm") == "compute"
     assert step_profile.category("Optimizer.step#Adam.step") == "the rest"
 
