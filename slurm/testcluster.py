@@ -1,10 +1,8 @@
 """A real SLURM cluster on this machine, for the tests and the demo (root, Debian).
 
-    python slurm/testcluster.py up [--nodes 2] [--dir /tmp/suite-slurm] [--owner PID]
-                                   [--link RATE[,DELAY]]
-    python slurm/testcluster.py link --link RATE[,DELAY]|off [--dir /tmp/suite-slurm]
-    python slurm/testcluster.py counters [--dir /tmp/suite-slurm]
-    python slurm/testcluster.py down [--dir /tmp/suite-slurm]
+    python slurm/testcluster.py up [--nodes 2] [--dir DIR] [--owner PID] [--link RATE[,DELAY]]
+    python slurm/testcluster.py link --link RATE[,DELAY]|off [--dir DIR]
+    python slurm/testcluster.py counters|down [--dir DIR]         (DIR: /tmp/suite-slurm)
 
 One cluster runs on a machine at a time (its names are machine-wide): `up` refuses, with exit
 status 3 and the owner named, while the cluster of a live owner (--owner, default the process
@@ -24,9 +22,10 @@ EnforcePartLimits=ALL makes an impossible request fail at submission instead of 
 forever; batch_sched_delay=0 starts a batch job in about a second; there is no accounting
 database, so jobs are followed with `scontrol show job` or `sbatch --wait`.
 
-`--link 100mbit` shapes every node's link in both directions with a token bucket (tbf: the
-rate, a burst of 10 ms of it, a queue deep enough not to drop), on the bridge's end of its veth
-(traffic to the node) and on the node's eth0 (traffic from it). A delay (`100mbit,1ms`) needs
+`--link 100mbit` shapes every node's link both ways with a token bucket (tbf: the rate, a burst
+of 1 ms of it, 16 KiB at least, so that a collective of a few hundred kB sees the rate, not the
+burst; a queue deep enough not to drop), on the bridge's end of its veth (traffic to the node)
+and on the node's eth0 (traffic from it). A delay (`100mbit,1ms`) needs
 netem in a netem qdisc before the bucket; kernels without netem refuse it with that said.
 `counters` prints every node's veth byte and packet counters as JSON (what the node sent and
 received: the ground truth for the traffic a run put on the wire). Facts: tbf's rate is in

@@ -1,0 +1,219 @@
+"""The accounting and the projection against a network that is not free: the 2-node SLURM test
+cluster, its links shaped with tc (slurm/testcluster.py --link), each node's veth counters as the
+ground truth.
+
+For each strategy a run on unshaped links and one on links shaped to RATE, same layout (so that
+the shared cores cancel out), and a link profile measured on each by the framework's own link
+tool. Two checks:
+- bytes: what each node's veth carried per training step (TCP payload: the counted bytes less
+  66 bytes of Ethernet, IP and TCP headers per packet), between the epoch 1 and epoch 3
+  records, less the evaluation passes' own traffic, agrees within 10% with the accounting (the
+  epoch records' wire bytes; on gloo a reduce_scatter runs as an all_reduce, so it sends the
+  all_reduce's bytes, see ../shared/notes/communication.md);
+- time: the step time that shaping adds (the median steps of epochs 2 and 3, shaped minus
+  unshaped) agrees within 25% with what the projection gives for the same step on each profile.
+
+Cases: ddp, fsdp2 (full_shard and shard_grad_op) and mwms on one rank per node, and hsdp on 2
+nodes of 2 ranks (shard groups within a node, so only the replicas' all-reduce crosses a veth).
+hsdp's time is not checked: its shard groups' collectives run inside a node, over loopback,
+which the link profile (measured across nodes) would price as if they crossed one. 2 nodes in
+make test; SUITE_SHAPED_NODES=2,4 adds 4 nodes (sharing this machine's cores), and
+SUITE_SHAPED_OUT=FOLDER keeps every figure in FOLDER/shaped.jsonl.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from common.core.measure.links import LinkProfile
+from common.report.inputs import load_runs
+from common.report.projection import communication_s
+from tests.slurm.jobs import REPO, ROOT_ONLY, slurm_env, submit, wait_for
+
+sys.path.insert(0, str(REPO / "slurm"))
+import testcluster_links  # noqa: E402 - the cluster's own module, beside its script
+
+pytestmark = ROOT_ONLY
+RATE = "100mbit"
+# 2 nodes in make test; SUITE_SHAPED_NODES=2,4 adds 4 (4 nodes share this machine's 2 cores)
+NODES = [int(n) for n in os.environ.get("SUITE_SHAPED_NODES", "2").split(",")]
+OUT = os.environ.get("SUITE_SHAPED_OUT")  # a folder for the measurements (docs' figure)
+HEADERS = 66  # bytes of Ethernet (14), IPv4 (20) and TCP with timestamps (32) per packet
+SMALL = [  # 30 steps per epoch (1,920 samples, a global batch of 64)
+    *("--set", "data.train_limit=1920", "--set", "data.test_limit=500"),
+    *("--set", "train.epochs=3", "--set", "dist.timeout_s=120", "--set", "model.dropout=false"),
+]
+CASES = {
+    "ddp": ("torch", ["--set", "torch.strategy=ddp"]),
+    "fsdp2": ("torch", ["--set", "torch.strategy=fsdp2"]),
+    "fsdp2-sgo": (
+        "torch",
+        ["--set", "torch.strategy=fsdp2", "--set", "torch.sharding=shard_grad_op"],
+    ),
+    "mwms": ("tf", []),
+}
+
+
+def _epochs_written(path: Path) -> int:
+    try:
+        return path.read_text().count('"record": "epoch"')
+    except OSError:
+        return 0
+
+
+def _names(nodes: int) -> list[str]:
+    return [f"n{index}" for index in range(1, nodes + 1)]
+
+
+def _run(framework, extra, results: Path, name: str, nodes: int, per_node: int = 1):
+    """One job on every node; the veth counters read as each epoch record appears."""
+    env = slurm_env(results)
+    options = [f"--nodes={nodes}", f"--ntasks-per-node={per_node}", "--cpus-per-task=1",
+               f"--job-name={name}", f"--output={results}/%x-%j.out"]  # fmt: skip
+    job = submit(options, [framework, "configs/mlp_adam.yaml", *SMALL, *extra], env)
+    metrics = results / f"{name}-{job}" / "metrics.jsonl"
+    seen: dict[int, dict] = {}
+    done = threading.Event()
+
+    def follow() -> None:
+        while not done.is_set():
+            count = _epochs_written(metrics)
+            if count and count not in seen:
+                seen[count] = testcluster_links.counters(_names(nodes))
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=follow, daemon=True)
+    watcher.start()
+    state = wait_for(job, env, timeout_s=400)
+    done.set()
+    watcher.join()
+    assert state == "COMPLETED", (results / f"{name}-{job}.out").read_text()
+    (run,), problems, _ = load_runs([str(metrics)])
+    assert not problems, problems
+    return run, seen
+
+
+def _profile(framework: str, results: Path, name: str, nodes: int) -> LinkProfile:
+    env = slurm_env(results)
+    out = results / f"{name}.json"
+    module = f"{framework}_impl.links"
+    tool = f"srun {sys.executable} -m {module} --out {out} --max-bytes 2097152"
+    command = [f"--nodes={nodes}", "--ntasks-per-node=1", f"--output={results}/{name}.out",
+               "--wrap", tool]  # fmt: skip
+    done = subprocess.run(
+        ["sbatch", "--parsable", *command], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert wait_for(done.stdout.strip(), env, timeout_s=300) == "COMPLETED", (
+        results / f"{name}.out"
+    ).read_text()
+    return LinkProfile.model_validate_json(out.read_text())
+
+
+def _payload(counters: dict, node: str) -> int:
+    return counters[node]["sent_bytes"] - HEADERS * counters[node]["sent_packets"]
+
+
+def _expected_per_step(run, per_node: int, cross_node_only: bool) -> float:
+    """Bytes the accounting says each node sends per training step (see the docstring)."""
+    traffic = next(epoch.traffic for epoch in run.epochs if epoch.traffic)
+    total = 0.0
+    for entry in traffic:
+        if entry.phase != "train" or (cross_node_only and entry.kind != "all_reduce"):
+            continue
+        wire = entry.wire_bytes
+        if entry.kind == "reduce_scatter" and run.start.framework == "torch":
+            wire *= 2  # gloo runs it as an all_reduce: 2(n-1)/n of the buffer, not (n-1)/n
+        total += wire
+    return total * per_node
+
+
+def _eval_bytes(run, per_node: int, cross_node_only: bool) -> float:
+    traffic = next(epoch.traffic for epoch in run.epochs if epoch.traffic)
+    return per_node * sum(
+        entry.wire_bytes
+        for entry in traffic
+        if entry.phase == "eval" and not (cross_node_only and entry.kind != "all_reduce")
+    )
+
+
+def _measured_per_step(run, seen: dict, per_node: int, cross_node_only: bool) -> float:
+    assert 1 in seen and 3 in seen, f"epoch records seen: {sorted(seen)}"
+    nodes = _names(len(seen[1]))
+    sent = statistics.mean(_payload(seen[3], n) - _payload(seen[1], n) for n in nodes)
+    steps = sum(epoch.steps for epoch in run.epochs[1:])
+    return (sent - 2 * _eval_bytes(run, per_node, cross_node_only)) / steps
+
+
+def _median_step(run) -> float:
+    return statistics.median(epoch.step_time_p50_s for epoch in run.epochs[1:])
+
+
+@pytest.fixture(scope="module")
+def measured(cluster, tmp_path_factory):
+    """Every case unshaped and shaped, and each framework's link profile on both."""
+    results = tmp_path_factory.mktemp(f"shaped{cluster}")
+    found: dict = {"profiles": {}, "runs": {}}
+    names = _names(cluster)
+    for link in ("off", RATE):
+        testcluster_links.shape(names, link)
+        try:
+            for framework in ("torch", "tf"):
+                label = f"links-{framework}-{link}"
+                found["profiles"][framework, link] = _profile(framework, results, label, cluster)
+            for case, (framework, extra) in CASES.items():
+                found["runs"][case, link] = _run(
+                    framework, extra, results, f"{case}-{link}", cluster
+                )
+            if cluster == 2:  # shard within a node (2 ranks), replicate across the nodes
+                hsdp = ["--set", "torch.strategy=hsdp", "--set", "torch.hsdp_shard_size=2"]
+                found["runs"]["hsdp", link] = _run("torch", hsdp, results, f"hsdp-{link}", 2, 2)
+        finally:
+            testcluster_links.shape(names, "off")
+    return found
+
+
+def _keep(nodes: int, what: str, case: str, figures: dict) -> None:
+    """Append one measurement to SUITE_SHAPED_OUT/shaped.jsonl (the docs' figure), if asked."""
+    if OUT:
+        Path(OUT).mkdir(parents=True, exist_ok=True)
+        with (Path(OUT) / "shaped.jsonl").open("a") as out:
+            out.write(json.dumps({"nodes": nodes, "what": what, "case": case, **figures}) + "\n")
+
+
+@pytest.mark.parametrize("cluster", NODES, indirect=True)
+@pytest.mark.parametrize("case", [*CASES, "hsdp"])
+def test_veth_bytes_per_step_agree_with_the_accounting(cluster, measured, case):
+    if (case, "off") not in measured["runs"]:
+        pytest.skip(f"{case} runs on 2 nodes of 2 ranks only")
+    per_node, cross = (2, True) if case == "hsdp" else (1, False)
+    for link in ("off", RATE):
+        run, seen = measured["runs"][case, link]
+        counted = _measured_per_step(run, seen, per_node, cross)
+        expected = _expected_per_step(run, per_node, cross)
+        print(f"{case} x{cluster} {link}: veth {counted:,.0f} B/step per node, accounting "
+              f"{expected:,.0f}")  # fmt: skip
+        _keep(cluster, "bytes", case, {"link": link, "veth": counted, "accounting": expected})
+        assert counted == pytest.approx(expected, rel=0.10), (case, link, counted, expected)
+
+
+@pytest.mark.parametrize("cluster", NODES, indirect=True)
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_step_time_shaping_adds_agrees_with_the_projection(cluster, measured, case):
+    framework = CASES[case][0]
+    free, shaped = (measured["runs"][case, link][0] for link in ("off", RATE))
+    free_link, slow_link = (measured["profiles"][framework, link] for link in ("off", RATE))
+    added = _median_step(shaped) - _median_step(free)
+    world = shaped.start.world_size
+    projected = communication_s(shaped, slow_link, world) - communication_s(free, free_link, world)
+    print(f"{case} x{cluster}: shaping added {added * 1e3:.1f} ms per step, projected "
+          f"{projected * 1e3:.1f}")  # fmt: skip
+    _keep(cluster, "time", case, {"added_s": added, "projected_s": projected})
+    assert added == pytest.approx(projected, rel=0.25), (case, added, projected)
