@@ -4,6 +4,7 @@ changes, and one plot of the measured points over the projected bands."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,6 +87,7 @@ def report(runs: list[RecordedRun], project: str, given: Path | None, results: l
             lines.append(f"{row.label:>34}  {row.world:>7}  {speeds}  {efficiency}  {comm}")
     lines += [f"  > {sentence}" for sentence in _shares(runs, profile)]
     lines += [f"  > {sentence}" for sentence in _flips(runs, profile, counts)]
+    lines += [f"  > {sentence}" for sentence in _size_flips(runs, profile, counts)]
     lines += [f"  * caveat: {caveat}" for caveat in dict.fromkeys(caveats)]
     lines.append(
         "  * a model's numbers (common.report.projection): compute from each run's own step, "
@@ -138,6 +140,47 @@ def _flips(runs: list[RecordedRun], profile: links.LinkProfile, counts: list[int
                     f"{at} (no overlap assumed)"
                 )
     return said
+
+
+def _size_flips(
+    runs: list[RecordedRun], profile: links.LinkProfile, counts: list[int]
+) -> list[str]:
+    """Where two series of runs measured at the same model sizes (the size axis) trade places
+    as the model grows, at each projected worker count: the crossing interpolated on a log
+    scale of parameters between the two measured sizes around it."""
+    series: dict[str, dict[int, RecordedRun]] = {}
+    for run in runs:
+        if run.start.model_params and run.epochs:
+            key = _name(run) + (f" ({run.row_variant()})" if run.row_variant() else "")
+            series.setdefault(key, {})[run.start.model_params] = run
+    said = []
+    for world in counts:
+        for (first, ones), (second, twos) in itertools.combinations(series.items(), 2):
+            sizes = sorted(set(ones) & set(twos))
+            gaps = []
+            for size in sizes:
+                steps = [_projected_step(group[size], profile, world) for group in (ones, twos)]
+                if None not in steps:
+                    gaps.append((size, steps[0] - steps[1]))  # type: ignore[operator]
+            for (small, below), (large, above) in zip(gaps, gaps[1:], strict=False):
+                if below * above >= 0:
+                    continue
+                at = small * (large / small) ** (below / (below - above))
+                faster = first if below < 0 else second
+                said.append(
+                    f"At {world} workers, {first} and {second} trade places near "
+                    f"{at / 1e6:.3g}M parameters (measured at {small / 1e6:.3g}M and "
+                    f"{large / 1e6:.3g}M): below it {faster} is faster (no overlap assumed)"
+                )
+    return said
+
+
+def _projected_step(run: RecordedRun, profile: links.LinkProfile, world: int) -> float | None:
+    """The run's projected step at `world` workers without overlap; None where it has none."""
+    if world < run.start.world_size:
+        return None
+    rows, _ = projection.project(run, profile, [world])
+    return rows[0].step_slow_s if rows else None
 
 
 def _name(run: RecordedRun) -> str:
