@@ -39,6 +39,7 @@ from tf_impl import checkpoint, dist, gemm, memory, traffic
 from tf_impl.data import TfData, build_dataset
 from tf_impl.model import build_model
 from tf_impl.optim import AgreedLossScaleOptimizer, build_optimizer, set_learning_rate
+from tf_impl.steps import evaluate, make_eval_step, make_train_step
 
 TRAIN_CLOCK = (
     "the epoch's training steps: batch fetch, forward, backward, gradient all-reduce, optimizer "
@@ -60,79 +61,6 @@ PEER_ERRORS = (
 
 
 T = TypeVar("T")
-
-
-def make_train_step(
-    model: keras.Model,
-    optimizer,
-    info: dist.DistInfo,
-    global_batch: int,
-    fault=None,
-    jit_compile: bool = False,
-):
-    """A compiled step; returns this worker's share of the global mean loss (the shares of all
-    workers add up to the loss of the global batch). `fault`, a variable, multiplies the scaled
-    loss (inf forces an overflow; `common.core.measure.precision.FORCE_OVERFLOW_VARIABLE`).
-    `jit_compile`:
-    the forward and backward pass go through XLA in a tf.function of their own; the all-reduce
-    inside apply_gradients cannot (MWMS's collective ops run outside XLA clusters), so it and the
-    update stay as they are. Without XLA the forward is traced straight into the step: batch
-    normalization all-reduces its statistics inside the forward, and TensorFlow refuses a
-    cross-worker exchange (a merge_call) inside a nested tf.function."""
-
-    def loss_and_gradients(images, labels):
-        with tf.GradientTape() as tape:
-            logits = model(images, training=True)
-            per_example = keras.losses.sparse_categorical_crossentropy(
-                labels, logits, from_logits=True
-            )
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-            scaled = optimizer.scale_loss(loss)  # loss scaling under fp16, else the loss
-            if fault is not None:
-                scaled = scaled * tf.cast(fault, scaled.dtype)
-        return loss, tape.gradient(scaled, model.trainable_variables)
-
-    forward_backward = tf.function(loss_and_gradients, jit_compile=True) if jit_compile else None
-
-    def replica_step(images, labels):
-        loss, gradients = (forward_backward or loss_and_gradients)(images, labels)
-        # Keras sums the gradients over the workers: sum of (local sum / global batch) is the
-        # gradient of the global mean, as DDP's average of local means is.
-        optimizer.apply_gradients(list(zip(gradients, model.trainable_variables, strict=True)))
-        return loss
-
-    @tf.function
-    def train_step(images, labels):
-        per_replica = info.strategy.run(replica_step, args=(images, labels))
-        return info.strategy.experimental_local_results(per_replica)[0]
-
-    return train_step
-
-
-def make_eval_step(model: keras.Model, jit_compile: bool = False):
-    @tf.function(jit_compile=jit_compile)
-    def eval_step(images, labels, weights):
-        logits = tf.cast(model(images, training=False), tf.float32)
-        losses = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
-        correct = tf.cast(tf.equal(tf.argmax(logits, axis=1), labels), tf.float32)
-        return tf.stack(
-            [
-                tf.reduce_sum(losses * weights),
-                tf.reduce_sum(correct * weights),
-                tf.reduce_sum(weights),
-            ]
-        )
-
-    return eval_step
-
-
-def evaluate(eval_step, data: TfData, info: dist.DistInfo) -> tuple[float, float]:
-    """(mean loss, accuracy) over the whole test set, summed over the workers."""
-    totals = np.zeros(3)
-    for images, labels, weights in data.eval_batches():
-        totals += eval_step(images, labels, weights).numpy()
-    totals = dist.all_reduce_sum(totals, info)
-    return float(totals[0] / totals[2]), float(totals[1] / totals[2])
 
 
 class TfTrainer(TrainerBase):
@@ -192,18 +120,32 @@ class TfTrainer(TrainerBase):
                 )
             self.optimizer.build(self.model.trainable_variables)
         self.fault = tf.Variable(1.0, trainable=False) if self.overflow_at else None
-        self.step_fn = make_train_step(
+        self.step_fn, self.steps_fn = make_train_step(
             self.model,
             self.optimizer,
             info,
             self.global_batch,
             self.fault,
             jit_compile=cfg.tf.jit_compile,
+            source=(self.data.train_images, self.data.train_labels),
         )
         self.eval_step = make_eval_step(self.model, jit_compile=cfg.tf.jit_compile)
 
+    def train_batches(self, epoch: int):
+        """The data's batches; with several steps a call on the tensor pipeline, each step's
+        sample indices instead, gathered inside the call (`train_steps`)."""
+        if self.cfg.train.steps_per_call > 1 and self.cfg.data.pipeline == "tensor":
+            return iter(self.data.plan.rank_indices(epoch))
+        return self.data.train_batches(epoch)
+
     def train_step(self, batch, lr: float) -> float:
         set_learning_rate(self.optimizer, lr)
+        if isinstance(batch, np.ndarray):  # indices (train_batches): gathered as the data does
+            indices = tf.constant(batch)
+            batch = (
+                tf.gather(self.data.train_images, indices),
+                tf.gather(self.data.train_labels, indices),
+            )
         images, labels = batch
         self.steps += 1
         if self.fault is not None:
@@ -213,6 +155,23 @@ class TfTrainer(TrainerBase):
             concrete = self.step_fn.get_concrete_function(images, labels)
             self.counting += traffic.graph_calls(concrete, self.info.world_size)
         return loss if self.on_gpu else float(loss)  # float() waits for the step
+
+    def train_steps(self, batches: list, lrs: list[float]) -> list:
+        """Several steps in one tf.function call (train.steps_per_call); the loader pipeline's
+        per-replica batches cannot be stacked, so there they run one call each."""
+        if self.cfg.data.pipeline != "tensor":
+            return super().train_steps(batches, lrs)
+        faults = [
+            float("inf") if self.steps + index + 1 in self.overflow_at else 1.0
+            for index in range(len(batches))
+        ]
+        self.steps += len(batches)
+        losses = self.steps_fn(
+            tf.constant(np.stack(batches)),
+            tf.constant(lrs, dtype=tf.float32),
+            tf.constant(faults, dtype=tf.float32),
+        )
+        return list(tf.unstack(losses)) if self.on_gpu else losses.numpy().tolist()
 
     def step_clock(self):
         return EpochMeanStepClock() if self.on_gpu else HostStepClock(self.synchronize)

@@ -62,21 +62,25 @@ class CudaEventStepClock:
     description = "step times: CUDA events around each step, read at the end of the epoch"
 
     def __init__(self) -> None:
-        self.events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
+        self.events: list[tuple[torch.cuda.Event, torch.cuda.Event, int]] = []
         self.start = torch.cuda.Event(enable_timing=True)
 
     def step_started(self) -> None:
         self.start = torch.cuda.Event(enable_timing=True)
         self.start.record()
 
-    def step_done(self) -> None:
+    def step_done(self, steps: int = 1) -> None:
         end = torch.cuda.Event(enable_timing=True)
         end.record()
-        self.events.append((self.start, end))
+        self.events.append((self.start, end, steps))
 
     def step_times(self, epoch_time_s: float) -> list[float]:
         torch.cuda.synchronize()
-        return [start.elapsed_time(end) / 1000 for start, end in self.events]
+        return [
+            start.elapsed_time(end) / 1000 / steps
+            for start, end, steps in self.events
+            for _ in range(steps)
+        ]
 
 
 # What casts the compute, by the strategy's registry entry (precision_by, parameters).

@@ -166,17 +166,19 @@ class RecordedRun:
 
     def row_variant(self) -> str:
         """The framework section's settings that differ from their defaults (not the strategy),
-        e.g. "cpu_offload=True": runs that differ in them get rows of their own."""
-        section = self.start.framework
-        used = self.start.config.get(section)
-        defaults = FRAMEWORK_DEFAULTS.get(section, {})
-        if not isinstance(used, dict):
-            return ""
-        return ", ".join(
-            f"{key}={value}"
-            for key, value in sorted(used.items())
-            if key != "strategy" and defaults.get(key) != value
-        )
+        e.g. "cpu_offload=True", and train.steps_per_call when not 1: runs that differ in them
+        get rows of their own."""
+        section = self.start.config.get(self.start.framework)
+        defaults = FRAMEWORK_DEFAULTS.get(self.start.framework, {})
+        said = []
+        if isinstance(section, dict):
+            said = [
+                f"{key}={value}"
+                for key, value in sorted(section.items())
+                if key != "strategy" and defaults.get(key) != value
+            ]
+        per_call = self.start.config.get("train", {}).get("steps_per_call", 1)
+        return ", ".join(said + ([f"steps_per_call={per_call}"] if per_call != 1 else []))
 
     def summary(self, target: float | None = None) -> RunSummary:
         """`target_s`: elapsed time when val accuracy first reached `target` (default: the

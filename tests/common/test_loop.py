@@ -208,3 +208,32 @@ def test_a_clock_without_per_step_waits_gives_the_epoch_mean_and_waits_per_epoch
         host.step_started()
         host.step_done()
     assert trainer.waits - before == 5 and len(host.step_times(1.0)) == 5
+
+
+def test_several_steps_per_call_take_the_same_steps_and_write_the_same_records(tmp_path):
+    one = NumpyTrainer()
+    _, _, alone = run(tmp_path, "one", one)
+    three = NumpyTrainer()
+    status, _, grouped = run(tmp_path, "three", three, None, "train.steps_per_call=3")
+    assert status == "success"
+    # 4 steps an epoch: calls of 3 then the 1 left; the run's config hash changes with it
+    assert three.calls == [3, 3, 3] and three.steps_taken == one.steps_taken == 12
+
+    def same(records):
+        kept = ("record", "epoch", "step", "loss", "lr", "train_loss", "val_loss", "val_accuracy")
+        return [{k: r[k] for k in kept if k in r} for r in records if r["record"] != "run_start"]
+
+    assert same(grouped) == same(alone)  # bitwise: the same steps in the same order
+    epoch = next(r for r in grouped if r["record"] == "epoch")
+    assert epoch["steps"] == 4 and epoch["step_time_p50_s"] > 0
+    assert grouped[0]["config"]["train"]["steps_per_call"] == 3
+    assert grouped[0]["config_hash"] != alone[0]["config_hash"]
+
+
+def test_calls_group_the_steps_and_leave_the_counted_step_alone():
+    from common.core.train.epoch import calls
+
+    assert list(calls(10, 4)) == [(0, 4), (4, 4), (8, 2)]
+    assert list(calls(10, 4, alone=1)) == [(0, 1), (1, 1), (2, 4), (6, 4)]
+    assert list(calls(3, 1, alone=1)) == [(0, 1), (1, 1), (2, 1)]
+    assert list(calls(1, 8, alone=0)) == [(0, 1)]

@@ -273,3 +273,23 @@ def test_speed_differences_carry_a_welch_p_value_and_need_3_repeats(tmp_path, ca
     assert "no significance test was possible with 2 repeats of one of them; it takes 3 a row" in (
         capsys.readouterr().out
     )
+
+
+def test_runs_of_several_steps_per_call_are_rows_of_their_own():
+    from common.report.rows import rows_for
+    from common.report.runs import RecordedRun
+    from tests.records import epoch, start
+
+    def run(per_call):
+        begun = start(f"k{per_call}")
+        config = {**begun.config, "train": {**begun.config["train"], "steps_per_call": per_call}}
+        records = [changed(begun, config=config), *(epoch(n, 0.9, n) for n in (1, 2))]
+        return RecordedRun(f"k{per_call}/metrics.jsonl", records)
+
+    ones, sixteens = run(1), run(16)
+    assert ones.comparable() == sixteens.comparable()  # one experiment, dispatched otherwise
+    assert (ones.row_variant(), sixteens.row_variant()) == ("", "steps_per_call=16")
+    assert [row.strategy for row in rows_for([ones, sixteens])] == [
+        "ddp",
+        "ddp (steps_per_call=16)",
+    ]

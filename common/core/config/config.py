@@ -53,6 +53,7 @@ HOW_NOT_WHAT = (
     "train.target_accuracy",
     "train.eval_batch_size",
     "train.stop_on_divergence",
+    "train.steps_per_call",  # the same steps, dispatched otherwise; compare's rows tell it apart
 )
 
 
@@ -142,10 +143,21 @@ class TrainConfig(BaseModel):
     stop_on_divergence: StrictBool = False
     """End the run (status diverged) after the first epoch whose train or val loss is NaN or
     infinite, instead of training on to train.epochs (status diverged as well)."""
+    steps_per_call: StrictInt = 1
+    """Optimizer steps per call into the framework: TensorFlow runs them in one tf.function
+    call (as Keras's steps_per_execution), torch one after another with the losses read once
+    per call. The steps, their losses and the records are the same as at 1; the per-step
+    dispatch and the host's wait are paid once per call. Step times are the call's time shared
+    out. An epoch's last call takes what is left. compare puts runs of another value in rows
+    of their own."""
 
     @model_validator(mode="after")
     def _valid(self) -> Any:
         _require(self.epochs >= 1, f"train.epochs must be >= 1, got {self.epochs}")
+        _require(
+            self.steps_per_call >= 1,
+            f"train.steps_per_call must be >= 1, got {self.steps_per_call}",
+        )
         _require(self.batch_size >= 1, f"train.batch_size must be >= 1, got {self.batch_size}")
         _require(self.eval_batch_size >= 0, "train.eval_batch_size must be >= 0 (0: auto)")
         _require(

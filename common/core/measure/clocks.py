@@ -22,8 +22,10 @@ class StepClock(Protocol):
     def step_started(self) -> None:
         """Called where a step begins: before its batch is fetched."""
 
-    def step_done(self) -> None:
-        """Called just after `train_step` returned (the device may still be working)."""
+    def step_done(self, steps: int = 1) -> None:
+        """Called just after `train_step` returned (the device may still be working); after a
+        call of several steps (`train.steps_per_call`), with their number: each gets an equal
+        share of the call's time."""
 
     def step_times(self, epoch_time_s: float) -> list[float]:
         """Seconds of every step of the epoch, once the device is synchronized."""
@@ -42,9 +44,9 @@ class HostStepClock:
     def step_started(self) -> None:
         self.started = time.perf_counter()
 
-    def step_done(self) -> None:
+    def step_done(self, steps: int = 1) -> None:
         self.synchronize()
-        self.times.append(time.perf_counter() - self.started)
+        self.times += [(time.perf_counter() - self.started) / steps] * steps
 
     def step_times(self, epoch_time_s: float) -> list[float]:
         return self.times
@@ -61,8 +63,8 @@ class EpochMeanStepClock:
     def step_started(self) -> None:
         pass
 
-    def step_done(self) -> None:
-        self.steps += 1
+    def step_done(self, steps: int = 1) -> None:
+        self.steps += steps
 
     def step_times(self, epoch_time_s: float) -> list[float]:
         return [epoch_time_s / self.steps] * self.steps if self.steps else []

@@ -144,6 +144,10 @@ class Trainer(Protocol):
         the global batch's mean loss (the shares of all ranks add up to it); `float()` of it
         may wait for the device."""
 
+    def train_steps(self, batches: list[Any], lrs: list[float]) -> list[Any]:
+        """Collective: len(batches) optimizer steps in one call (train.steps_per_call), the
+        same steps as that many `train_step` calls; their loss shares, in step order."""
+
     def evaluate(self) -> tuple[float, float]:
         """Collective: (mean loss, accuracy) over the whole test set."""
 

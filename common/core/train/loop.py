@@ -11,12 +11,10 @@ few collectives the driver needs.
 
 from __future__ import annotations
 
-import functools
 import sys
 import time
 import traceback
 from dataclasses import dataclass
-from typing import SupportsFloat
 
 import numpy as np
 
@@ -26,7 +24,7 @@ from common.core.config.config import Config
 from common.core.measure import memory, precision, traffic
 from common.core.measure.traffic import Call
 from common.core.records.entries import TrafficEntry
-from common.core.records.records import Status, Step
+from common.core.records.records import Status
 from common.core.run import recorder
 from common.core.run.contract import Trainer
 from common.core.run.lastwords import LastWords
@@ -41,72 +39,9 @@ from common.core.run.stops import (
     Preempted,
     Stops,
 )
-from common.core.train.optim import learning_rate
+from common.core.train.epoch import train_epoch
 from common.core.train.progress import Progress
 from common.models import weights
-
-
-def train_epoch(
-    cfg: Config,
-    trainer: Trainer,
-    epoch: int,
-    run: Run,
-    progress: Progress,
-    counted: list[Call] | None = None,
-) -> recorder.EpochResult:
-    """Train one epoch (0-based) under the train clock; the clock pauses for step records and
-    progress lines. `counted` collects the collectives of the epoch's second step."""
-    steps = trainer.steps_per_epoch
-    every = cfg.train.log_every_steps
-    losses: list[SupportsFloat] = []
-    clock = trainer.step_clock()
-    paused = 0.0
-    lr = learning_rate(cfg.optim, epoch, 0, steps, cfg.train.epochs)
-    share = trainer.dims.dp_size  # the chief's loss is its share of the global mean
-    trainer.barrier()
-    trainer.synchronize()
-    progress.start_epoch()
-    start = time.perf_counter()
-    clock.step_started()
-    for step, batch in enumerate(trainer.train_batches(epoch)):
-        lr = learning_rate(cfg.optim, epoch, step, steps, cfg.train.epochs)
-        if counted is not None and step == min(1, steps - 1):  # past the first step's set-up
-            loss, calls = trainer.count_calls(functools.partial(trainer.train_step, batch, lr))
-            counted += calls
-        else:
-            loss = trainer.train_step(batch, lr)
-        clock.step_done()
-        now = time.perf_counter()
-        losses.append(loss)
-        global_step = epoch * steps + step + 1
-        if every and global_step % every == 0:
-            step_loss = trainer.all_reduce_sum(np.array([float(loss)]))[0]
-            record = Step(epoch=epoch + 1, step=global_step, loss=float(step_loss), lr=lr)
-            run.write(record, echo=False)
-            paused += time.perf_counter() - now
-        paused += progress.update(
-            epoch=epoch,
-            step=step + 1,
-            train_s=time.perf_counter() - start - paused,
-            loss=functools.partial(_chief_mean, loss, share),
-        )
-        clock.step_started()
-    trainer.synchronize()
-    train_time = time.perf_counter() - start - paused
-    progress.end_epoch()
-    local = 0.0
-    for loss in losses:  # in step order, in float64: the same sum on every launch
-        local += float(loss)
-    total = trainer.all_reduce_sum(np.array([local]))[0]
-    step_times = clock.step_times(train_time)
-    return recorder.EpochResult(
-        loss=float(total) / steps, time_s=train_time, step_times=step_times, lr=lr, steps=steps
-    )
-
-
-def _chief_mean(share_of_loss: SupportsFloat, shares: int) -> float:
-    """The chief's own mean loss from its share of the global mean."""
-    return float(share_of_loss) * shares
 
 
 def train_epochs(

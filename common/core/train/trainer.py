@@ -6,7 +6,7 @@ one step, evaluation, and what its errors mean.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,8 @@ class TrainerBase:
     optimizer: Any
     precision: str
     memory_baseline: int
+    train_step: Callable[[Any, float], Any]
+    """Set by the subclass as a method: one optimizer step (`contract.Trainer.train_step`)."""
 
     def __init__(self, cfg: Config, info: Any):
         self.cfg, self.info, self.spec = cfg, info, info.spec
@@ -59,6 +61,11 @@ class TrainerBase:
 
     def train_batches(self, epoch: int) -> Iterable[Any]:
         return self.data.train_batches(epoch)
+
+    def train_steps(self, batches: list[Any], lrs: list[float]) -> list[Any]:
+        """Several steps in one call (train.steps_per_call): here one after another, their
+        losses left as the framework returned them (read once, by the caller)."""
+        return [self.train_step(batch, lr) for batch, lr in zip(batches, lrs, strict=True)]
 
     def threads(self) -> dict[str, int]:
         return {name: int(count) for name, count in self.info.threads.items()}

@@ -1,0 +1,115 @@
+"""One epoch of training, for both frameworks: the steps grouped into calls into the framework
+(`train.steps_per_call`), timed by the trainer's step clock with the clock paused for step
+records and progress lines, and the epoch's mean loss summed once over the ranks.
+`common.core.train.loop` runs the epochs."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterator
+from typing import SupportsFloat
+
+import numpy as np
+
+from common.core.config.config import Config
+from common.core.measure.traffic import Call
+from common.core.records.records import Step
+from common.core.run import recorder
+from common.core.run.contract import Trainer
+from common.core.run.lifecycle import Run
+from common.core.train.optim import learning_rate
+from common.core.train.progress import Progress
+
+
+def train_epoch(
+    cfg: Config,
+    trainer: Trainer,
+    epoch: int,
+    run: Run,
+    progress: Progress,
+    counted: list[Call] | None = None,
+) -> recorder.EpochResult:
+    """Train one epoch (0-based) under the train clock; the clock pauses for step records and
+    progress lines. `counted` collects the collectives of the epoch's second step."""
+    steps = trainer.steps_per_epoch
+    every = cfg.train.log_every_steps
+    losses: list[SupportsFloat] = []
+    clock = trainer.step_clock()
+    paused = 0.0
+    lr = learning_rate(cfg.optim, epoch, 0, steps, cfg.train.epochs)
+    share = trainer.dims.dp_size  # the chief's loss is its share of the global mean
+    trainer.barrier()
+    trainer.synchronize()
+    progress.start_epoch()
+    start = time.perf_counter()
+    clock.step_started()
+    batches = iter(trainer.train_batches(epoch))
+    alone = min(1, steps - 1) if counted is not None else None  # past the first step's set-up
+    for first, count in calls(steps, cfg.train.steps_per_call, alone):
+        taken = [next(batches) for _ in range(count)]
+        lrs = [
+            learning_rate(cfg.optim, epoch, first + i, steps, cfg.train.epochs)
+            for i in range(count)
+        ]
+        if first == alone and counted is not None:
+            loss, calls_made = trainer.count_calls(
+                functools.partial(trainer.train_step, taken[0], lrs[0])
+            )
+            counted += calls_made
+            done = [loss]
+        elif count == 1:
+            done = [trainer.train_step(taken[0], lrs[0])]
+        else:
+            done = trainer.train_steps(taken, lrs)
+        clock.step_done(count)
+        now = time.perf_counter()
+        for index, loss in enumerate(done):
+            step, lr = first + index, lrs[index]
+            losses.append(loss)
+            global_step = epoch * steps + step + 1
+            if every and global_step % every == 0:
+                step_loss = trainer.all_reduce_sum(np.array([float(loss)]))[0]
+                record = Step(epoch=epoch + 1, step=global_step, loss=float(step_loss), lr=lr)
+                run.write(record, echo=False)
+                paused += time.perf_counter() - now
+                now = time.perf_counter()
+        paused += progress.update(
+            epoch=epoch,
+            step=first + count,
+            train_s=time.perf_counter() - start - paused,
+            loss=functools.partial(_chief_mean, done[-1], share),
+        )
+        clock.step_started()
+    next(batches, None)  # let the batches' generator finish, as a for loop would
+    trainer.synchronize()
+    train_time = time.perf_counter() - start - paused
+    progress.end_epoch()
+    local = 0.0
+    for loss in losses:  # in step order, in float64: the same sum on every launch
+        local += float(loss)
+    total = trainer.all_reduce_sum(np.array([local]))[0]
+    step_times = clock.step_times(train_time)
+    return recorder.EpochResult(
+        loss=float(total) / steps, time_s=train_time, step_times=step_times, lr=lr, steps=steps
+    )
+
+
+def calls(steps: int, per_call: int, alone: int | None = None) -> Iterator[tuple[int, int]]:
+    """(first step, steps) of each call into the framework in an epoch of `steps`: `per_call`
+    steps a call, the epoch's last call what is left, and step `alone` (the one whose
+    collectives are counted) a call of its own."""
+    first = 0
+    while first < steps:
+        end = min(first + per_call, steps)
+        if alone is not None and first < alone < end:
+            end = alone
+        elif first == alone:
+            end = first + 1
+        yield first, end - first
+        first = end
+
+
+def _chief_mean(share_of_loss: SupportsFloat, shares: int) -> float:
+    """The chief's own mean loss from its share of the global mean."""
+    return float(share_of_loss) * shares
