@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 from common.report import outputs, projections, sizes, tables, verdict
@@ -106,7 +105,9 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument(
         "--project",
         metavar="N,N,...",
-        help="project each run to these worker counts with a link profile (e.g. 2,8,64,512)",
+        help="project each run to these worker counts with a link profile (e.g. 2,8,64,512); "
+        f"default {projections.DEFAULT_WORKERS} when --links is given or the results hold a "
+        "links*.json (the preflight writes one)",
     )
     parser.add_argument(
         "--links",
@@ -139,9 +140,9 @@ def _main(argv: list[str] | None) -> int:
             print(f"## {title}\n\n{tables.markdown_table(rows)}\n")
             print("\n".join(f"- {sentence}" for sentence in said) + "\n")
         elif args.format == "csv":
-            print(tables.csv_table([{**key, **asdict(row)} for row in rows]), end="")
+            print(tables.csv_table([{**key, **row.as_dict()} for row in rows]), end="")
         else:
-            shown = [asdict(row) for row in rows]
+            shown = [row.as_dict() for row in rows]
             print(json.dumps({"key": key, "target_accuracy": target, "rows": shown}))
     size_rows = sizes.size_rows(runs)
     if size_rows and args.format in ("terminal", "markdown"):
@@ -150,6 +151,8 @@ def _main(argv: list[str] | None) -> int:
     if args.format in ("terminal", "markdown") and all_rows:
         bullet = "  *" if args.format == "terminal" else "-"
         print("\n".join(f"{bullet} {note}" for note in tables.footnotes(all_rows, target)))
+    if args.project is None and (args.links or projections.profiles_in(args.results)):
+        args.project = projections.DEFAULT_WORKERS
     if args.project:
         try:
             projected = projections.report(runs, args.project, args.links, args.results)

@@ -35,6 +35,14 @@ def worlds(text: str) -> list[int]:
     return found
 
 
+DEFAULT_WORKERS = "8,64,512"  # compare's projection when the results hold a profile
+
+
+def profiles_in(results: list[str]) -> list[Path]:
+    """The link profiles (links*.json) in the result folders, sorted."""
+    return sorted({p for r in results if Path(r).is_dir() for p in Path(r).glob("links*.json")})
+
+
 def find_profile(given: Path | None, results: list[str]) -> Path:
     """The profile named, or the one link profile found in the result folders."""
     if given is not None:
@@ -43,7 +51,7 @@ def find_profile(given: Path | None, results: list[str]) -> Path:
                 f"--links {given}: no such file (make one: python -m torch_impl.links)"
             )
         return given
-    found = sorted({p for r in results if Path(r).is_dir() for p in Path(r).glob("links*.json")})
+    found = profiles_in(results)
     if not found:
         raise ValueError(
             "--project needs a link profile: give --links PROFILE, or put the links.json that "

@@ -84,6 +84,8 @@ def test_compare_projects_with_a_profile_and_refuses_without_one(tmp_path, capsy
     compare.main([str(tmp_path), "--project", "8"])
     out = capsys.readouterr().out
     assert "== projection with the link profile" in out and "no traffic recorded" in out
+    compare.main([str(tmp_path)])  # a profile among the results: projected by default
+    assert "== projection with the link profile" in capsys.readouterr().out
 
 
 def test_each_run_is_explained_by_its_bytes_and_the_links_cost():
