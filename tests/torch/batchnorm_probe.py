@@ -5,6 +5,7 @@ JSON, how far the gradients and the running statistics of the two are apart."""
 
 import json
 
+import probe_group  # beside this script
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -28,7 +29,7 @@ def main() -> None:
     images = torch.randn(16, 1, 28, 28, dtype=torch.float64, generator=generator)
     labels = torch.randint(0, 10, (16,), generator=generator)
     alone = backward(build_model(net, 0).double(), images, labels)
-    dist.init_process_group("gloo")
+    store = probe_group.join()
     rank, half = dist.get_rank(), len(labels) // 2
     model = DistributedDataParallel(build_model(net, 0).double(), broadcast_buffers=False)
     mine = slice(rank * half, (rank + 1) * half)
@@ -39,7 +40,7 @@ def main() -> None:
     }
     if rank == 0:
         print("APART " + json.dumps(apart), flush=True)
-    dist.destroy_process_group()
+    probe_group.leave(store)
 
 
 if __name__ == "__main__":

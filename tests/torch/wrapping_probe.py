@@ -5,8 +5,8 @@ parameters are placed on this rank."""
 import json
 import sys
 
+import probe_group  # beside this script
 import torch
-import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
 from torch.distributed.tensor import DTensor, Shard
 
@@ -49,7 +49,7 @@ def fsdp1_units(model) -> dict:
 
 
 def main() -> None:
-    dist.init_process_group("gloo")
+    store = probe_group.join()
     overrides = sys.argv[1:]
     report = {}
     for strategy in ("fsdp2", "fsdp1"):
@@ -58,7 +58,7 @@ def main() -> None:
         model = build_parallel(cfg, torch.device("cpu"), dims)
         report[strategy] = fsdp2_units(model) if strategy == "fsdp2" else fsdp1_units(model)
     print("UNITS " + json.dumps(report), flush=True)
-    dist.destroy_process_group()
+    probe_group.leave(store)
 
 
 if __name__ == "__main__":
