@@ -148,8 +148,15 @@ def claim_cluster(root: Path, owner: int) -> None:
             said = claim.describe(record) if record else "no owner recorded"
             print(f"taking down a stale test cluster whose owner is gone ({said})", file=sys.stderr)
             take_down(Path(record.get("dir", root)), record)
-        claim.write({"dir": str(root), "owner": owner, "owner_start": claim.start_time(owner),
-                     "since": time.time(), "netns": {}})  # fmt: skip
+        claim.write(
+            {
+                "dir": str(root),
+                "owner": owner,
+                "owner_start": claim.start_time(owner),
+                "since": time.time(),
+                "netns": {},
+            }
+        )
 
 
 def up(root: Path, count: int, owner: int, link: str = "off") -> dict:
@@ -282,8 +289,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except OSError as error:
-        print(f"error: no test cluster in {args.dir} ({error.strerror}): run `up` first",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"error: no test cluster in {args.dir} ({error.strerror}): run `up` first",
+            file=sys.stderr,
+        )
         return 2
     except (RuntimeError, subprocess.CalledProcessError) as error:
         detail = getattr(error, "stderr", "") or ""

@@ -45,16 +45,43 @@ def shape(nodes: list[str], link: str) -> None:
         where = ["-n", namespace] if namespace else []
         parent = ["root"]
         if delay:
-            done = sh("tc", *where, "qdisc", "add", "dev", device, "root", "handle", "1:",
-                      "netem", "delay", delay, check=False)  # fmt: skip
+            done = sh(
+                "tc",
+                *where,
+                "qdisc",
+                "add",
+                "dev",
+                device,
+                "root",
+                "handle",
+                "1:",
+                "netem",
+                "delay",
+                delay,
+                check=False,
+            )
             if done.returncode != 0:
                 raise RuntimeError(
                     f"a link delay needs the netem qdisc, which this kernel lacks "
                     f"({done.stderr.strip()}); shape the rate alone (--link {rate})"
                 )
             parent = ["parent", "1:1"]
-        sh("tc", *where, "qdisc", "add", "dev", device, *parent, "tbf", "rate", rate,
-           "burst", str(burst), "latency", "400ms")  # fmt: skip
+        sh(
+            "tc",
+            *where,
+            "qdisc",
+            "add",
+            "dev",
+            device,
+            *parent,
+            "tbf",
+            "rate",
+            rate,
+            "burst",
+            str(burst),
+            "latency",
+            "400ms",
+        )
 
 
 def counters(nodes: list[str]) -> dict[str, dict[str, int]]:

@@ -143,3 +143,22 @@ def cancel_while_a_peer_hangs(module: str, root: Path):
     ranks[1].kill()
     ranks[1].communicate(timeout=30)
     return ranks[0].returncode, waited, read_metrics(metrics_file)[-1]
+
+
+def per_call_against_one(run, nproc: int) -> tuple[list[dict], list[dict], dict]:
+    """The same run at train.steps_per_call=1 and 5 (32 steps an epoch: calls of 5 leave one of
+    2; a step record every 4): each one's step and epoch figures, and the second's run_start."""
+    schedule = ["train.log_every_steps=4", "optim.name=sgd", "optim.lr=0.05"]
+    schedule.append("optim.schedule=onecycle")
+    _, one = run(f"one{nproc}", nproc, *schedule)
+    _, five = run(f"five{nproc}", nproc, *schedule, "train.steps_per_call=5")
+    kept = ("epoch", "step", "loss", "lr", "train_loss", "val_loss", "val_accuracy")
+
+    def figures(folder: Path) -> list[dict]:
+        return [
+            {key: record[key] for key in kept if key in record}
+            for record in read_metrics(folder / "metrics.jsonl")
+            if record["record"] in ("epoch", "step")
+        ]
+
+    return figures(one), figures(five), read_metrics(five / "metrics.jsonl")[0]

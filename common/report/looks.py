@@ -97,9 +97,13 @@ def place_labels(axis: Any, labels: list[tuple[int, float, float, str]]) -> None
             shown.add(text)
             offset = offset - 11 if above is not None and above - y < LABEL_GAP * span else 4
             axis.annotate(
-                text, (x, y), textcoords="offset points", xytext=(5, offset), fontsize=7,
+                text,
+                (x, y),
+                textcoords="offset points",
+                xytext=(5, offset),
+                fontsize=7,
                 color=color,
-            )  # fmt: skip
+            )
             above = y
 
 

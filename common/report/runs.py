@@ -52,8 +52,9 @@ def column(
     row folds its repeats (median; interval: median with a 95% interval; row: computed from
     the rows, not the runs). A field of `RunSummary` declared with it is all a column takes:
     `common.report.rows` folds it and `common.report.tables` shows it."""
-    return field(default=default, metadata={"header": header, "digits": digits, "note": note,
-                                         "fold": fold})  # fmt: skip
+    return field(
+        default=default, metadata={"header": header, "digits": digits, "note": note, "fold": fold}
+    )
 
 
 @dataclass(kw_only=True)

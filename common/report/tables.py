@@ -12,8 +12,13 @@ from typing import Any
 from common.report.rows import Row
 from common.report.runs import RunSummary
 
-IDENTITY = [("framework", "framework"), ("strategy", "strategy"), ("world", "workers"),
-            ("layout", "layout"), ("runs", "runs")]  # fmt: skip
+IDENTITY = [
+    ("framework", "framework"),
+    ("strategy", "strategy"),
+    ("world", "workers"),
+    ("layout", "layout"),
+    ("runs", "runs"),
+]
 # Row attribute, header, digits: the row's identity, then every column `RunSummary` declares.
 COLUMNS: list[tuple[str, str, int]] = [(key, header, 0) for key, header in IDENTITY] + [
     (spec.name, spec.metadata["header"], spec.metadata["digits"])

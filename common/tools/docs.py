@@ -117,9 +117,18 @@ def strategies_page() -> str:
     for entry in strategies.STRATEGIES:
         expected = (entry.traffic.__doc__ or "").strip()
         options = ", ".join(f"`{option}`" for option in entry.reads) or "-"
-        row = [f"`{entry.name}`", entry.framework, entry.summary, entry.parameters,
-               entry.precision_by, entry.gradient_sync, options,
-               "yes" if entry.compiles else "no", entry.processes, expected]  # fmt: skip
+        row = [
+            f"`{entry.name}`",
+            entry.framework,
+            entry.summary,
+            entry.parameters,
+            entry.precision_by,
+            entry.gradient_sync,
+            options,
+            "yes" if entry.compiles else "no",
+            entry.processes,
+            expected,
+        ]
         lines.append("| " + " | ".join(map(_cell, row)) + " |")
     return "\n".join(lines) + "\n"
 
@@ -143,8 +152,12 @@ def records_page() -> str:
             said = meaning(kind, name)
             flags = ["added" if said.added else "", "may diverge" if said.diverges else ""]
             allowed = f" ({', '.join(said.choices)})" if said.choices else ""
-            row = [f"`{name}`", type_name(field.annotation) + allowed,
-                   ", ".join(flag for flag in flags if flag), field.description or ""]  # fmt: skip
+            row = [
+                f"`{name}`",
+                type_name(field.annotation) + allowed,
+                ", ".join(flag for flag in flags if flag),
+                field.description or "",
+            ]
             lines.append("| " + " | ".join(map(_cell, row)) + " |")
     return "\n".join(lines) + "\n"
 

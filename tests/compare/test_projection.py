@@ -111,15 +111,23 @@ def test_the_model_size_where_two_strategies_trade_places_is_named():
     from common.report import projections
 
     # ddp is faster at 1M parameters (6,400 against 3,200 samples/s), fsdp2 at 100M (200 vs 100)
-    runs = [_sized("ddp", 10**6, 6400.0), _sized("fsdp2", 10**6, 3200.0),
-            _sized("ddp", 10**8, 100.0), _sized("fsdp2", 10**8, 200.0)]  # fmt: skip
+    runs = [
+        _sized("ddp", 10**6, 6400.0),
+        _sized("fsdp2", 10**6, 3200.0),
+        _sized("ddp", 10**8, 100.0),
+        _sized("fsdp2", 10**8, 200.0),
+    ]
     (said,) = projections._size_flips(runs, profile(), [2])
     assert said.startswith("At 2 workers, torch ddp x2 and torch fsdp2 x2 trade places near ")
     assert "(measured at 1M and 100M): below it torch ddp x2 is faster" in said
     near = float(said.split("near ")[1].split("M")[0])
     assert 1 < near < 100
     # no crossing when one is faster at every size; none below a run's own world
-    same = [_sized("ddp", 10**6, 6400.0), _sized("fsdp2", 10**6, 3200.0),
-            _sized("ddp", 10**8, 300.0), _sized("fsdp2", 10**8, 200.0)]  # fmt: skip
+    same = [
+        _sized("ddp", 10**6, 6400.0),
+        _sized("fsdp2", 10**6, 3200.0),
+        _sized("ddp", 10**8, 300.0),
+        _sized("fsdp2", 10**8, 200.0),
+    ]
     assert projections._size_flips(same, profile(), [2]) == []
     assert projections._size_flips(runs, profile(), [1]) == []

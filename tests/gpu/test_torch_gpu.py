@@ -54,9 +54,14 @@ def test_every_strategy_precision_and_compilation_runs(
 def test_an_fp16_overflow_is_skipped_and_halves_the_scale(torch_gpus, tmp_path):
     run = runner("torch_impl.train", tmp_path)
     _, run_dir = launched(
-        run, "o", torch_gpus, "ddp", *PRECISIONS["fp16"], "train.log_every_steps=1",
+        run,
+        "o",
+        torch_gpus,
+        "ddp",
+        *PRECISIONS["fp16"],
+        "train.log_every_steps=1",
         env={FORCE_OVERFLOW_VARIABLE: "0:3"},
-    )  # fmt: skip
+    )
     first = [r for r in records(run_dir) if r["record"] == "epoch"][0]
     assert first["skipped_steps"] == [1] * torch_gpus
     assert first["loss_scale"] == [LOSS_SCALE_INIT / 2] * torch_gpus

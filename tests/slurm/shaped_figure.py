@@ -25,8 +25,12 @@ def main(source: str, target: str) -> None:
     labels = [f"{r['case']} x{r['nodes']}" for r in sent]
     xs = range(len(sent))
     left.bar([x - 0.2 for x in xs], [r["veth"] / 1e3 for r in sent], 0.4, label="veth counters")
-    left.bar([x + 0.2 for x in xs], [r["accounting"] / 1e3 for r in sent], 0.4,
-             label="accounting (records)")  # fmt: skip
+    left.bar(
+        [x + 0.2 for x in xs],
+        [r["accounting"] / 1e3 for r in sent],
+        0.4,
+        label="accounting (records)",
+    )
     left.set_xticks(list(xs), labels, rotation=30, ha="right", fontsize=8)
     left.set_ylabel("kB sent per node per training step")
     left.set_title("Bytes on the wire: counted vs accounted", fontsize=10)
@@ -35,15 +39,24 @@ def main(source: str, target: str) -> None:
     labels = [f"{r['case']} x{r['nodes']}" for r in timed]
     xs = range(len(timed))
     right.bar([x - 0.2 for x in xs], [1e3 * r["added_s"] for r in timed], 0.4, label="measured")
-    right.bar([x + 0.2 for x in xs], [1e3 * r["projected_s"] for r in timed], 0.4,
-              label="projected (link profiles)")  # fmt: skip
+    right.bar(
+        [x + 0.2 for x in xs],
+        [1e3 * r["projected_s"] for r in timed],
+        0.4,
+        label="projected (link profiles)",
+    )
     right.set_xticks(list(xs), labels, rotation=30, ha="right", fontsize=8)
     right.set_ylabel("ms added per step by 100 Mbit/s links")
     right.set_title("Step time shaping adds: measured vs projected", fontsize=10)
     right.legend(fontsize=8)
-    figure.text(0.005, 0.01, "MLP, SLURM test cluster (slurm/testcluster.py), tc tbf 100mbit "
-                "both ways on every node; tests/slurm/test_shaped_links.py", fontsize=7,
-                color="#555555")  # fmt: skip
+    figure.text(
+        0.005,
+        0.01,
+        "MLP, SLURM test cluster (slurm/testcluster.py), tc tbf 100mbit "
+        "both ways on every node; tests/slurm/test_shaped_links.py",
+        fontsize=7,
+        color="#555555",
+    )
     figure.tight_layout(rect=(0, 0.04, 1, 1))
     figure.savefig(target, dpi=110)
 

@@ -42,8 +42,9 @@ def nothing_left() -> list[str]:
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     found += [f"namespace {n}" for n in namespaces.split() if n.startswith("suite-n")]
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    found += [f"link {line.split(':')[1].strip()}" for line in links.splitlines()
-              if "suite-" in line]  # fmt: skip
+    found += [
+        f"link {line.split(':')[1].strip()}" for line in links.splitlines() if "suite-" in line
+    ]
     found += [f"process {line}" for line in _processes()]
     if "suite-testcluster" in Path("/etc/hosts").read_text():
         found.append("/etc/hosts lines")
@@ -122,12 +123,24 @@ def test_a_session_stopped_mid_job_leaves_nothing_behind(free_machine, signum, t
     # SIGINT as a terminal's Ctrl-C finds it: a shell starts a background job (CI, nohup) with
     # SIGINT ignored, which Python keeps, and the session then ran to its end with exit 0
     session = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "tests/slurm/test_slurm_operations.py", "-k", "preflight_runs_as_a_job"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/slurm/test_slurm_operations.py",
+            "-k",
+            "preflight_runs_as_a_job",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         env={**os.environ, "TMPDIR": str(tmp_path)},
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
+    )
     deadline = time.monotonic() + 180
     while not any("slurmstepd" in line for line in _processes()):  # the job runs
         assert session.poll() is None and time.monotonic() < deadline, session.communicate()[0]

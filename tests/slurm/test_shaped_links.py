@@ -75,8 +75,13 @@ def _names(nodes: int) -> list[str]:
 def _run(framework, extra, results: Path, name: str, nodes: int, per_node: int = 1):
     """One job on every node; the veth counters read as each epoch record appears."""
     env = slurm_env(results)
-    options = [f"--nodes={nodes}", f"--ntasks-per-node={per_node}", "--cpus-per-task=1",
-               f"--job-name={name}", f"--output={results}/%x-%j.out"]  # fmt: skip
+    options = [
+        f"--nodes={nodes}",
+        f"--ntasks-per-node={per_node}",
+        "--cpus-per-task=1",
+        f"--job-name={name}",
+        f"--output={results}/%x-%j.out",
+    ]
     job = submit(options, [framework, "configs/mlp_adam.yaml", *SMALL, *extra], env)
     metrics = results / f"{name}-{job}" / "metrics.jsonl"
     seen: dict[int, dict] = {}
@@ -105,8 +110,13 @@ def _profile(framework: str, results: Path, name: str, nodes: int) -> LinkProfil
     out = results / f"{name}.json"
     module = f"{framework}_impl.links"
     tool = f"srun {sys.executable} -m {module} --out {out} --max-bytes 2097152"
-    command = [f"--nodes={nodes}", "--ntasks-per-node=1", f"--output={results}/{name}.out",
-               "--wrap", tool]  # fmt: skip
+    command = [
+        f"--nodes={nodes}",
+        "--ntasks-per-node=1",
+        f"--output={results}/{name}.out",
+        "--wrap",
+        tool,
+    ]
     done = subprocess.run(
         ["sbatch", "--parsable", *command], cwd=REPO, env=env, capture_output=True, text=True
     )
@@ -198,8 +208,10 @@ def test_veth_bytes_per_step_agree_with_the_accounting(cluster, measured, case):
         run, seen = measured["runs"][case, link]
         counted = _measured_per_step(run, seen, per_node, cross)
         expected = _expected_per_step(run, per_node, cross)
-        print(f"{case} x{cluster} {link}: veth {counted:,.0f} B/step per node, accounting "
-              f"{expected:,.0f}")  # fmt: skip
+        print(
+            f"{case} x{cluster} {link}: veth {counted:,.0f} B/step per node, accounting "
+            f"{expected:,.0f}"
+        )
         _keep(cluster, "bytes", case, {"link": link, "veth": counted, "accounting": expected})
         assert counted == pytest.approx(expected, rel=0.10), (case, link, counted, expected)
 
@@ -213,7 +225,9 @@ def test_the_step_time_shaping_adds_agrees_with_the_projection(cluster, measured
     added = _median_step(shaped) - _median_step(free)
     world = shaped.start.world_size
     projected = communication_s(shaped, slow_link, world) - communication_s(free, free_link, world)
-    print(f"{case} x{cluster}: shaping added {added * 1e3:.1f} ms per step, projected "
-          f"{projected * 1e3:.1f}")  # fmt: skip
+    print(
+        f"{case} x{cluster}: shaping added {added * 1e3:.1f} ms per step, projected "
+        f"{projected * 1e3:.1f}"
+    )
     _keep(cluster, "time", case, {"added_s": added, "projected_s": projected})
     assert added == pytest.approx(projected, rel=0.25), (case, added, projected)

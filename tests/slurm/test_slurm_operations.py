@@ -58,10 +58,20 @@ def test_the_built_in_hostlist_expansion_equals_scontrols(cluster, tmp_path):
 
 def test_each_node_runs_on_cores_of_its_own(cluster, tmp_path):
     shown = subprocess.run(
-        ["srun", f"--nodes={cluster}", "--ntasks-per-node=1", "python3", "-c",
-         "import os, socket; print(socket.gethostname(), sorted(os.sched_getaffinity(0)))"],
-        env=slurm_env(tmp_path), capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
+        [
+            "srun",
+            f"--nodes={cluster}",
+            "--ntasks-per-node=1",
+            "python3",
+            "-c",
+            "import os, socket; print(socket.gethostname(), sorted(os.sched_getaffinity(0)))",
+        ],
+        env=slurm_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     cores = [json.loads(line.split(" ", 1)[1]) for line in shown.stdout.splitlines()]
     assert len(cores) == cluster and all(cores)
     if cluster == 2:  # no core is shared by the two nodes
@@ -74,10 +84,16 @@ def test_scancel_ends_the_run_as_aborted_before_killwait(cluster, framework, tmp
     env = slurm_env(tmp_path)
     job = submit(
         [*layout(cluster), "--job-name=c", f"--output={tmp_path}/%x-%j.out"],
-        [framework, "configs/mlp_adam.yaml", "--set", "train.epochs=20", "--set",
-         "train.log_every_steps=1"],
+        [
+            framework,
+            "configs/mlp_adam.yaml",
+            "--set",
+            "train.epochs=20",
+            "--set",
+            "train.log_every_steps=1",
+        ],
         env,
-    )  # fmt: skip
+    )
     metrics_file = tmp_path / f"c-{job}" / "metrics.jsonl"
     deadline = time.monotonic() + 120
     while not (metrics_file.is_file() and metrics_file.read_text().count('"step"') >= 30):
@@ -112,8 +128,16 @@ def test_a_killed_chief_still_gets_a_run_end(cluster, how, tmp_path):
     run_end, naming rank 0, under sbatch and under plain srun alike."""
     env = slurm_env(tmp_path)
     launch, framework = how.split()
-    args = [framework, "configs/mlp_adam.yaml", "--set", "train.epochs=20", "--set",
-            "train.log_every_steps=1", "--set", "dist.timeout_s=30"]  # fmt: skip
+    args = [
+        framework,
+        "configs/mlp_adam.yaml",
+        "--set",
+        "train.epochs=20",
+        "--set",
+        "train.log_every_steps=1",
+        "--set",
+        "dist.timeout_s=30",
+    ]
     if launch == "sbatch":
         job = submit(
             [*layout(cluster), "--job-name=k", f"--output={tmp_path}/%x-%j.out"], args, env

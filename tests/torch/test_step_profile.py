@@ -22,9 +22,23 @@ def test_events_fall_into_the_categories_by_name():
 
 
 def test_an_fsdp2_step_is_split_and_its_parts_add_up_to_it():
-    command = [sys.executable, "-m", "common.launch", "--nproc", "2", "--", sys.executable, "-m",
-               "torch_impl.step_profile", "--set", "torch.strategy=fsdp2", "--set",
-               "data.train_limit=1280", "--steps", "8"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "common.launch",
+        "--nproc",
+        "2",
+        "--",
+        sys.executable,
+        "-m",
+        "torch_impl.step_profile",
+        "--set",
+        "torch.strategy=fsdp2",
+        "--set",
+        "data.train_limit=1280",
+        "--steps",
+        "8",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stdout + done.stderr
     (line,) = [line for line in done.stdout.splitlines() if "STEP_PROFILE " in line]

@@ -255,9 +255,15 @@ def test_a_failed_bench_run_shows_the_end_of_its_stderr():
 
     with pytest.raises(RuntimeError) as failed:
         measure.launched(
-            "torch", "fsdp1", model_name="mlp", pipeline="tensor", nproc=1, limit=640,
-            device="cpu", extra=("torch.wrap=everything",),
-        )  # fmt: skip
+            "torch",
+            "fsdp1",
+            model_name="mlp",
+            pipeline="tensor",
+            nproc=1,
+            limit=640,
+            device="cpu",
+            extra=("torch.wrap=everything",),
+        )
     said = str(failed.value)
     assert said.startswith("torch fsdp1/tensor failed (exit 2):")
     assert "--- end of its stderr ---" in said and "torch.wrap" in said
