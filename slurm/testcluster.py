@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 
 import testcluster_claim as claim
+from testcluster_claim import read_pid, wait_until
 from testcluster_links import SUBNET, address, counters, make_network, rate_bits, set_hosts, shape
 
 PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
@@ -108,21 +109,6 @@ def write_config(root: Path, nodes: list[str]) -> Path:
     config = root / "slurm.conf"
     config.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return config
-
-
-def wait_until(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(0.2)
-
-
-def read_pid(path: Path) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
 
 
 def node_cores(index: int, count: int) -> list[int]:

@@ -149,3 +149,18 @@ def leftovers() -> bool:
     """Whether anything of a cluster is on this machine (for a stale one without a registry)."""
     bridge = subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True).returncode == 0
     return bridge or bool(namespace_inodes())
+
+
+def wait_until(condition, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(0.2)
+
+
+def read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
