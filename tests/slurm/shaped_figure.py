@@ -18,37 +18,45 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - after choosing the backend
 
 
+def pairs(axis, rows: list[dict], bars: dict[str, list[float]], ylabel: str, title: str) -> None:
+    """Two bars a row (`bars`: legend label -> one value a row), labelled by case and nodes."""
+    xs = range(len(rows))
+    for offset, (label, values) in zip((-0.2, 0.2), bars.items(), strict=True):
+        axis.bar([x + offset for x in xs], values, 0.4, label=label)
+    labels = [f"{r['case']} x{r['nodes']}" for r in rows]
+    axis.set_xticks(list(xs), labels, rotation=30, ha="right", fontsize=8)
+    axis.set_ylabel(ylabel)
+    axis.set_title(title, fontsize=10)
+    axis.legend(fontsize=8)
+
+
 def main(source: str, target: str) -> None:
     rows = [json.loads(line) for line in Path(source).read_text().splitlines()]
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     sent = [r for r in rows if r["what"] == "bytes" and r["link"] == "100mbit"]
-    labels = [f"{r['case']} x{r['nodes']}" for r in sent]
-    xs = range(len(sent))
-    left.bar([x - 0.2 for x in xs], [r["veth"] / 1e3 for r in sent], 0.4, label="veth counters")
-    left.bar(
-        [x + 0.2 for x in xs],
-        [r["accounting"] / 1e3 for r in sent],
-        0.4,
-        label="accounting (records)",
+    bars = {
+        "veth counters": [r["veth"] / 1e3 for r in sent],
+        "accounting (records)": [r["accounting"] / 1e3 for r in sent],
+    }
+    pairs(
+        left,
+        sent,
+        bars,
+        "kB sent per node per training step",
+        "Bytes on the wire: counted vs accounted",
     )
-    left.set_xticks(list(xs), labels, rotation=30, ha="right", fontsize=8)
-    left.set_ylabel("kB sent per node per training step")
-    left.set_title("Bytes on the wire: counted vs accounted", fontsize=10)
-    left.legend(fontsize=8)
     timed = [r for r in rows if r["what"] == "time"]
-    labels = [f"{r['case']} x{r['nodes']}" for r in timed]
-    xs = range(len(timed))
-    right.bar([x - 0.2 for x in xs], [1e3 * r["added_s"] for r in timed], 0.4, label="measured")
-    right.bar(
-        [x + 0.2 for x in xs],
-        [1e3 * r["projected_s"] for r in timed],
-        0.4,
-        label="projected (link profiles)",
+    bars = {
+        "measured": [1e3 * r["added_s"] for r in timed],
+        "projected (link profiles)": [1e3 * r["projected_s"] for r in timed],
+    }
+    pairs(
+        right,
+        timed,
+        bars,
+        "ms added per step by 100 Mbit/s links",
+        "Step time shaping adds: measured vs projected",
     )
-    right.set_xticks(list(xs), labels, rotation=30, ha="right", fontsize=8)
-    right.set_ylabel("ms added per step by 100 Mbit/s links")
-    right.set_title("Step time shaping adds: measured vs projected", fontsize=10)
-    right.legend(fontsize=8)
     figure.text(
         0.005,
         0.01,
