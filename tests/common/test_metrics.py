@@ -1,4 +1,6 @@
 import json
+import os
+import signal
 
 import pytest
 
@@ -6,6 +8,7 @@ from common.core.measure.clocks import percentiles
 from common.core.records import console, metrics, record_json
 from common.core.records.records import SCHEMA_VERSION
 from common.core.run import recorder
+from common.core.run.stops import Aborted, Stops
 from tests.records import CFG, epoch, epoch_record, read_metrics, start, start_record, write_run
 
 
@@ -136,3 +139,35 @@ def test_percentiles():
     assert percentiles([4.0, 1.0, 3.0, 2.0], [50, 90, 0, 100]) == pytest.approx(
         [2.5, 3.7, 1.0, 4.0]
     )
+
+
+def test_a_stop_signal_as_a_record_is_synced_is_not_taken_for_another_writer(tmp_path, monkeypatch):
+    """scancel's SIGTERM often lands while a step record is being synced: the run's handler
+    raises as fsync returns, before the writer has counted its own line. The chief then took
+    that line for a run_end another rank had written, and left without writing its own (seen
+    once in tests/slurm: the run ended 'failed', 'rank 0 is gone', instead of 'aborted')."""
+    path = tmp_path / "metrics.jsonl"
+    writer = metrics.MetricsWriter(path)
+    writer.write(start("r1", CFG))
+    real_sync = os.fsync
+
+    def sync_then_stop(fd):
+        real_sync(fd)
+        os.kill(os.getpid(), signal.SIGTERM)  # a real signal: the handler runs as this returns
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
+    try:
+        Stops().install()
+        monkeypatch.setattr(os, "fsync", sync_then_stop)
+        with pytest.raises(Aborted, match="SIGTERM"):
+            writer.write(epoch(1, 0.85, 2.0))
+    finally:
+        monkeypatch.undo()
+        for number, handler in before.items():
+            signal.signal(number, handler)
+    assert not writer.others_wrote()  # the line is this writer's own, whole
+    with metrics.MetricsWriter(path) as other:  # a rank ending the run for a dead chief
+        other.write(epoch(2, 0.9, 4.0))
+    assert writer.others_wrote()
+    writer.close()
+    assert [r["record"] for r in read_metrics(path)] == ["run_start", "epoch", "epoch"]

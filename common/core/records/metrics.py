@@ -37,6 +37,7 @@ class MetricsWriter:
         self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         set_aside_cut_line(self._fd, self.path)
         self._size = os.fstat(self._fd).st_size  # the file as this writer left it
+        self._last = (self._size, b"")  # where this writer's latest line went, and the line
         self._reserve = self.path.with_name(f".{self.path.name}.reserve")
         if reserve:
             try:
@@ -49,6 +50,9 @@ class MetricsWriter:
         from_json(line, where=str(self.path))
         data = (json.dumps(line, allow_nan=True) + "\n").encode()
         whole = os.fstat(self._fd).st_size
+        # Noted before the write: a stop signal's handler raises where the sync returns, before
+        # `_size` counts the line, and the line must still read as this writer's own.
+        self._last = (whole, data)
         try:
             written = os.write(self._fd, data)
             if written != len(data):
@@ -65,8 +69,14 @@ class MetricsWriter:
         return record
 
     def others_wrote(self) -> bool:
-        """Whether another process appended to the file since this writer's last record."""
-        return os.fstat(self._fd).st_size != self._size
+        """Whether another process appended to the file since this writer's last record (a
+        line this writer wrote but had not counted, a signal having cut its write short, is
+        not another's)."""
+        size = os.fstat(self._fd).st_size
+        if size == self._size:
+            return False
+        whole, line = self._last
+        return size != whole + len(line) or os.pread(self._fd, len(line), whole) != line
 
     def release(self) -> None:
         """Free the reserved bytes, for the last record."""
