@@ -3,6 +3,7 @@ both pipelines, beside each framework's plain-loop baselines, in one run.
 
     python -m common.tools.bench [--models mlp,cnn] [--frameworks torch,tf] [--nproc 2]
         [--compile eager,compiled] [--tf-ranks 1,2] [--set torch.wrap=size]
+        [--vary torch.sharding=shard_grad_op] [--against REF]
 
 Every measurement is repeated --repeats times, interleaved (each round measures every cell
 once), and reported as median and spread. Nothing here imports a framework. Each framework's
@@ -10,93 +11,57 @@ baselines run in a process of their own (`python -m torch_impl.bench`, `python -
 tf_impl.bench`), which prints one JSON line: {"model": ..., "samples_per_s": {baseline name:
 samples/s}}. Strategies run as real launches (`common.launch`) for two epochs; their samples/s
 and MFU are the second epoch's (the first includes warm-up, tracing and compiling). --compile
-adds torch.compile / tf.jit_compile cells. Prints a table.
+adds torch.compile / tf.jit_compile cells; each --vary KEY=VALUE adds a cell beside every
+strategy that reads KEY (--set changes every cell). --against REF measures every cell on that
+commit of the suite too, unpacked from git into a temporary folder, right after this tree's in
+each round, so that "before" and "after" see the same machine. Prints a table (and, with
+--against, a second one with both).
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
-import itertools
-import statistics
-from collections.abc import Callable
-from typing import Any
+import contextlib
+from pathlib import Path
 
 from common.core.config import strategies
 from common.core.train import frameworks
 from common.core.train.progress import TERMINAL_EVERY_S
-from common.tools.measure import BATCH, SPREAD_WARNING, baselines, launched, progress_cost
-
-# variant -> (samples/s, {"mfu": training MFU, "eval": evaluation MFU} or {})
-Measured = dict[str, tuple[float, dict[str, float | None]]]
-Cell = tuple[str, str, int, Callable[[], Measured]]  # model, variant, ranks, measure
-
-
-def _without_mfu(measure: Callable[..., dict[str, float]], *args: Any) -> Measured:
-    return {name: (speed, {}) for name, speed in measure(*args).items()}
+from common.tools import tree
+from common.tools.bench_cells import Cell, measurements
+from common.tools.bench_table import Tally, change_table, main_table
+from common.tools.measure import BATCH, progress_cost
 
 
-def _labelled(label: str, measure: Callable[[], tuple[float, dict[str, float | None]]]) -> Measured:
-    return {label: measure()}
-
-
-def measurements(args: argparse.Namespace, chosen: list[str]) -> list[Cell]:
-    """(model, variant, ranks, measure) for every cell."""
-    cells: list[Cell] = []
-    for model_name in args.models.split(","):
-        for framework in chosen:
-            cells.append(
-                (
-                    model_name,
-                    f"{framework} baselines",
-                    1,
-                    functools.partial(
-                        _without_mfu,
-                        baselines,
-                        framework,
-                        model_name,
-                        args.train_limit,
-                        1,
-                        args.device,
-                    ),
-                )
-            )
-            own = strategies.of(framework)
-            listed = [name for name in args.strategies.split(",") if name in own]
-            tf_ranks = [int(n) for n in args.tf_ranks.split(",")] if args.tf_ranks else None
-            for strategy, compiled, pipeline in itertools.product(
-                listed, args.compile.split(","), args.pipelines.split(",")
-            ):
-                default = 1 if own[strategy].processes == "one" else args.nproc
-                for ranks in tf_ranks if framework == "tf" and tf_ranks else [default]:
-                    flag = frameworks.get(framework).compile_key + (
-                        "=true" if compiled == "compiled" else "=false"
+def measure_rounds(cells: list[Cell], repeats: int, before: Path | None) -> tuple[Tally, Tally]:
+    """Every cell once per round (drift hits all alike), on this tree and, given `before`, on
+    that one right after it. A cell the other tree cannot run (a setting it lacks) is said once
+    and left out there; a failure on this tree stops the bench."""
+    now, then = Tally(), Tally()
+    lacking: set[str] = set()
+    for repeat in range(repeats):
+        for cell in cells:
+            trees = [(now, None, "")] + ([(then, before, " (before)")] if before else [])
+            for tally, root, said in trees:
+                if root is not None and cell.label in lacking:
+                    continue
+                try:
+                    measured = cell.measure(root=root)
+                except RuntimeError as failed:
+                    if root is None:
+                        raise
+                    lacking.add(cell.label)
+                    first = str(failed).splitlines()[0]
+                    print(f"  before: {cell.model} {cell.label} not measured: {first}", flush=True)
+                    continue
+                for variant, (speed, utilization) in measured.items():
+                    tally.add((cell.model, variant), cell.ranks, speed, utilization)
+                    print(
+                        f"  round {repeat + 1}: {cell.model} {variant}{said}: "
+                        f"{speed:,.0f} samples/s",
+                        flush=True,
                     )
-                    # an option of other strategies (torch.sharding for ddp) is left out
-                    taken = [o for o in args.set if strategies.takes(own[strategy], o)]
-                    shown = f" x{ranks}" if framework == "tf" and tf_ranks else ""
-                    shown += " compiled" if compiled == "compiled" else ""
-                    label = f"{framework} {strategy}{shown} / {pipeline}"
-                    measure = functools.partial(
-                        launched,
-                        framework,
-                        strategy,
-                        model_name=model_name,
-                        pipeline=pipeline,
-                        nproc=ranks,
-                        limit=args.train_limit,
-                        device=args.device,
-                        extra=(*taken, flag),
-                    )
-                    cells.append(
-                        (
-                            model_name,
-                            label,
-                            ranks,
-                            functools.partial(_labelled, label, measure),
-                        )
-                    )
-    return cells
+    return now, then
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,6 +99,20 @@ def main(argv: list[str] | None = None) -> int:
         help="config override for every launched run, e.g. torch.wrap=size",
     )
     parser.add_argument(
+        "--vary",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one more cell per strategy that reads KEY, beside its plain one, e.g. "
+        "torch.sharding=shard_grad_op or train.steps_per_call=16 (repeatable)",
+    )
+    parser.add_argument(
+        "--against",
+        metavar="REF",
+        help="also measure every cell on this commit of the suite (a hash, tag or HEAD~N), in "
+        "the same rounds, and print both side by side",
+    )
+    parser.add_argument(
         "--repeats",
         type=int,
         default=3,
@@ -154,64 +133,25 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeats must be >= 1")
     if not set(args.compile.split(",")) <= {"eager", "compiled"}:
         parser.error("--compile takes eager, compiled or eager,compiled")
+    for setting in [*args.set, *args.vary]:
+        if "=" not in setting:
+            parser.error(f"{setting!r}: give KEY=VALUE, e.g. torch.wrap=size")
+    try:
+        commit = tree.commit_of(args.against) if args.against else ""
+    except tree.UnknownRef as unknown:
+        parser.error(str(unknown))
     print(
         f"{args.train_limit} samples, batch {BATCH} (global), {args.nproc} ranks for "
         f"ddp/fsdp/tf, {args.repeats} interleaved repeats",
         flush=True,
     )
     cells = measurements(args, chosen)
-    found: dict[tuple[str, str], list[float]] = {}
-    mfus: dict[tuple[str, str, str], list[float]] = {}
-    ranks_of: dict[tuple[str, str], int] = {}
-    for repeat in range(args.repeats):  # every cell once per round: drift hits all alike
-        for model_name, _, ranks, measure in cells:
-            for variant, (speed, utilization) in measure().items():
-                found.setdefault((model_name, variant), []).append(speed)
-                for kind, value in utilization.items():
-                    if value is not None:
-                        mfus.setdefault((model_name, variant, kind), []).append(value)
-                ranks_of[(model_name, variant)] = ranks
-                print(
-                    f"  round {repeat + 1}: {model_name} {variant}: {speed:,.0f} samples/s",
-                    flush=True,
-                )
-    print(
-        f"\n{'model':<6} {'variant':<36} {'ranks':>5} {'samples/s':>10} {'spread':>7} "
-        f"{'vs plain':>8} {'MFU':>6} {'eval MFU':>8}"
-    )
-    print(
-        "(MFU: training, eval MFU: the evaluation's forward passes, both against the ranks' "
-        "summed GEMM peak, common.core.measure.peak)"
-    )
-    print(
-        "(median of the repeats; spread = (max - min) / median; vs plain: against the same "
-        "framework's plain loop, only from 2 repeats on)"
-    )
-    noisy = []
-    for (model_name, variant), speeds in found.items():
-        middle = statistics.median(speeds)
-        spread = (max(speeds) - min(speeds)) / middle
-        framework = variant.split()[0]
-        plain = found.get((model_name, f"{framework} plain loop"))
-        ratio = (
-            f"{middle / statistics.median(plain):8.2f}"
-            if plain and len(speeds) > 1
-            else f"{'-':>8}"
-        )
-        spread_text = f"{spread:7.0%}" if len(speeds) > 1 else f"{'-':>7}"
-        train, forward = (mfus.get((model_name, variant, kind)) for kind in ("mfu", "eval"))
-        mfu_text = f"{statistics.median(train):6.1%}" if train else f"{'-':>6}"
-        mfu_text += f" {statistics.median(forward):8.1%}" if forward else f" {'-':>8}"
-        print(
-            f"{model_name:<6} {variant:<36} {ranks_of[(model_name, variant)]:>5} "
-            f"{middle:>10,.0f} {spread_text} {ratio} {mfu_text}"
-        )
-        if spread > SPREAD_WARNING:
-            noisy.append(f"{model_name} {variant} ({spread:.0%})")
-    if noisy:
-        print(
-            f"warning: spread over {SPREAD_WARNING:.0%}, the machine was busy: " + ", ".join(noisy)
-        )
+    with contextlib.ExitStack() as stack:
+        before = stack.enter_context(tree.unpacked(commit)) if commit else None
+        now, then = measure_rounds(cells, args.repeats, before)
+    print("\n".join(main_table(now)))
+    if commit:
+        print("\n".join(change_table(then, now, f"{args.against} ({commit[:10]})")))
     per_line, fraction = progress_cost()
     print(
         f"progress: {per_line * 1e6:.1f} us per line, {fraction:.4%} of the time at one line "

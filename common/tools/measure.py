@@ -4,10 +4,12 @@ of their own, a real launch of its training program, or what a progress line cos
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from common.core.records import metrics
 from common.core.records.records import METRICS_FILENAME, Epoch
@@ -30,10 +32,26 @@ def _tails(done: subprocess.CompletedProcess[str]) -> str:
     return "".join(parts) or " (it printed nothing)"
 
 
+def in_tree(root: Path | None) -> dict[str, Any]:
+    """subprocess.run's arguments that run a program of the suite's tree at `root` (None: this
+    one): its folder first on the path, and this tree's MNIST when none is named."""
+    if root is None:
+        return {}
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    env.setdefault("MNIST_DIR", str(Path(mnist.DEFAULT_DIR).resolve()))
+    return {"cwd": root, "env": env}
+
+
 def baselines(
-    framework: str, model_name: str, limit: int, repeats: int, device: str = "auto"
+    framework: str,
+    model_name: str,
+    limit: int,
+    repeats: int,
+    device: str = "auto",
+    root: Path | None = None,
 ) -> dict[str, float]:
-    """{"<framework> <baseline name>": samples/s} from the framework's baseline program."""
+    """{"<framework> <baseline name>": samples/s} from the framework's baseline program (of the
+    tree at `root`, None: this one)."""
     command = [
         sys.executable,
         "-m",
@@ -49,7 +67,9 @@ def baselines(
         "--device",
         device,
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=TIMEOUT_S, **in_tree(root)
+    )
     if done.returncode != 0:
         raise RuntimeError(f"{framework} baselines failed (exit {done.returncode}):{_tails(done)}")
     speeds = json.loads(done.stdout.strip().splitlines()[-1])["samples_per_s"]
@@ -66,10 +86,12 @@ def launched(
     limit: int,
     device: str = "auto",
     extra: tuple[str, ...] = (),
+    root: Path | None = None,
 ) -> tuple[float, dict[str, float | None]]:
     """(samples/s, {"mfu": training MFU, "eval": forward-only MFU of the evaluation}) of epoch 2
     of a real launch of the framework's training program;
-    `extra`: more `--set` overrides (torch.* ones only reach torch, tf.* only TensorFlow)."""
+    `extra`: more `--set` overrides (torch.* ones only reach torch, tf.* only TensorFlow);
+    `root`: the suite's tree whose programs run (None: this one)."""
     with tempfile.TemporaryDirectory() as out:
         overrides = [
             f"model.name={model_name}",
@@ -88,7 +110,9 @@ def launched(
         command = side.train_command(overrides)
         if nproc > 1:
             command = [*frameworks.local_launch(nproc), *command]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=TIMEOUT_S, **in_tree(root)
+        )
         if done.returncode != 0:
             raise RuntimeError(
                 f"{framework} {strategy}/{pipeline} failed (exit {done.returncode}):{_tails(done)}"

@@ -1,14 +1,15 @@
 """The bench passes a strategy's option only to the strategies that read it: one `--set
-torch.sharding=shard_grad_op` made the ddp cell exit 2, and the whole bench failed."""
+torch.sharding=shard_grad_op` made the ddp cell exit 2, and the whole bench failed. A `--vary`
+adds a cell beside each strategy that reads its key, so that one run holds both rows."""
 
 import argparse
 
 from common.core.config import strategies
-from common.tools import bench
+from common.tools import bench_cells
 
 
-def test_an_option_of_some_strategies_goes_to_those_only():
-    args = argparse.Namespace(
+def arguments(**changed):
+    chosen = dict(
         models="mlp",
         strategies="single,ddp,fsdp2,hsdp,mwms",
         compile="eager",
@@ -17,15 +18,50 @@ def test_an_option_of_some_strategies_goes_to_those_only():
         tf_ranks="",
         train_limit=640,
         device="cpu",
-        set=["torch.sharding=shard_grad_op", "torch.wrap=size", "train.seed=3"],
+        set=[],
+        vary=[],
     )
-    extras = {}
-    for _, label, _, measure in bench.measurements(args, ["torch", "tf"]):
-        if "baselines" not in label:
-            extras[label.split(" / ")[0]] = measure.args[1].keywords["extra"]
-    assert "torch.sharding=shard_grad_op" not in extras["torch ddp"]
-    assert "torch.sharding=shard_grad_op" not in extras["torch single"]
-    assert "torch.sharding=shard_grad_op" in extras["torch fsdp2"]
-    assert "torch.sharding=shard_grad_op" in extras["torch hsdp"]
-    assert all("train.seed=3" in extra for extra in extras.values())
+    return argparse.Namespace(**{**chosen, **changed})
+
+
+def extras(args):
+    """{row label without its pipeline: the overrides its launch gets}"""
+    found = {}
+    for cell in bench_cells.measurements(args, ["torch", "tf"]):
+        if "baselines" not in cell.label:
+            found[cell.label.split(" / ")[0]] = cell.measure.args[1].keywords["extra"]
+    return found
+
+
+def test_an_option_of_some_strategies_goes_to_those_only():
+    given = ["torch.sharding=shard_grad_op", "torch.wrap=size", "train.seed=3"]
+    found = extras(arguments(set=given))
+    assert "torch.sharding=shard_grad_op" not in found["torch ddp"]
+    assert "torch.sharding=shard_grad_op" not in found["torch single"]
+    assert "torch.sharding=shard_grad_op" in found["torch fsdp2"]
+    assert "torch.sharding=shard_grad_op" in found["torch hsdp"]
+    assert all("train.seed=3" in extra for extra in found.values())
     assert strategies.takes(strategies.get("tf", "mwms"), "torch.sharding=shard_grad_op")
+
+
+def test_a_varied_setting_adds_a_row_beside_each_strategy_that_reads_it():
+    varied = ["torch.sharding=shard_grad_op", "train.steps_per_call=16", "tf.jit_compile=true"]
+    found = extras(arguments(vary=varied))
+    assert set(found) == {
+        "torch single",
+        "torch ddp",
+        "torch fsdp2",
+        "torch hsdp",
+        "tf mwms",
+        "torch fsdp2 sharding=shard_grad_op",
+        "torch hsdp sharding=shard_grad_op",
+        "torch single train.steps_per_call=16",
+        "torch ddp train.steps_per_call=16",
+        "torch fsdp2 train.steps_per_call=16",
+        "torch hsdp train.steps_per_call=16",
+        "tf mwms train.steps_per_call=16",
+        "tf mwms jit_compile=true",
+    }
+    assert "torch.sharding=shard_grad_op" in found["torch fsdp2 sharding=shard_grad_op"]
+    assert not any("torch.sharding" in o for o in found["torch fsdp2"])  # the plain row stays
+    assert found["tf mwms jit_compile=true"][-1] == "tf.jit_compile=true"  # after --compile's

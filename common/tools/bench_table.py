@@ -1,0 +1,92 @@
+"""The benchmark's tables (`common.tools.bench`): every row's median and spread over the
+repeats, its ratio to its framework's plain loop and its MFU; with `--against REF`, the same
+rows measured on that commit beside them."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from common.tools.measure import SPREAD_WARNING
+
+Row = tuple[str, str]  # model, variant
+
+
+@dataclass
+class Tally:
+    """What the repeats measured on one tree of the suite."""
+
+    speeds: dict[Row, list[float]] = field(default_factory=dict)
+    mfus: dict[tuple[str, str, str], list[float]] = field(default_factory=dict)
+    ranks: dict[Row, int] = field(default_factory=dict)
+
+    def add(self, row: Row, ranks: int, speed: float, utilization: dict[str, float | None]) -> None:
+        self.speeds.setdefault(row, []).append(speed)
+        for kind, value in utilization.items():
+            if value is not None:
+                self.mfus.setdefault((*row, kind), []).append(value)
+        self.ranks[row] = ranks
+
+    def speed(self, row: Row) -> float | None:
+        found = self.speeds.get(row)
+        return statistics.median(found) if found else None
+
+    def mfu(self, row: Row, kind: str) -> float | None:
+        found = self.mfus.get((*row, kind))
+        return statistics.median(found) if found else None
+
+
+def _percent(value: float | None, width: int) -> str:
+    return f"{value:{width}.1%}" if value is not None else f"{'-':>{width}}"
+
+
+def main_table(tally: Tally) -> list[str]:
+    """The rows of this tree, and a warning naming the noisy ones."""
+    lines = [
+        f"\n{'model':<6} {'variant':<36} {'ranks':>5} {'samples/s':>10} {'spread':>7} "
+        f"{'vs plain':>8} {'MFU':>6} {'eval MFU':>8}",
+        "(MFU: training, eval MFU: the evaluation's forward passes, both against the ranks' "
+        "summed GEMM peak, common.core.measure.peak)",
+        "(median of the repeats; spread = (max - min) / median; vs plain: against the same "
+        "framework's plain loop, only from 2 repeats on)",
+    ]
+    noisy = []
+    for (model_name, variant), speeds in tally.speeds.items():
+        middle = statistics.median(speeds)
+        spread = (max(speeds) - min(speeds)) / middle
+        plain = tally.speed((model_name, f"{variant.split()[0]} plain loop"))
+        ratio = f"{middle / plain:8.2f}" if plain and len(speeds) > 1 else f"{'-':>8}"
+        spread_text = f"{spread:7.0%}" if len(speeds) > 1 else f"{'-':>7}"
+        row = (model_name, variant)
+        lines.append(
+            f"{model_name:<6} {variant:<36} {tally.ranks[row]:>5} {middle:>10,.0f} "
+            f"{spread_text} {ratio} {_percent(tally.mfu(row, 'mfu'), 6)} "
+            f"{_percent(tally.mfu(row, 'eval'), 8)}"
+        )
+        if spread > SPREAD_WARNING:
+            noisy.append(f"{model_name} {variant} ({spread:.0%})")
+    if noisy:
+        lines.append(
+            f"warning: spread over {SPREAD_WARNING:.0%}, the machine was busy: " + ", ".join(noisy)
+        )
+    return lines
+
+
+def change_table(before: Tally, now: Tally, ref: str) -> list[str]:
+    """Every row of this tree beside the same row measured on commit `ref` in the same rounds
+    ('-' where that commit has no such cell)."""
+    lines = [
+        f"\nbefore = {ref}, measured in the same rounds (medians)",
+        f"{'model':<6} {'variant':<36} {'samples/s':>10} {'before':>10} {'now/bef':>7} "
+        f"{'MFU':>6} {'before':>6} {'eval MFU':>8} {'before':>8}",
+    ]
+    for row in now.speeds:
+        speed, old = now.speed(row), before.speed(row)
+        ratio = f"{speed / old:7.2f}" if speed and old else f"{'-':>7}"
+        old_text = f"{old:>10,.0f}" if old else f"{'-':>10}"
+        lines.append(
+            f"{row[0]:<6} {row[1]:<36} {speed or 0:>10,.0f} {old_text} {ratio} "
+            f"{_percent(now.mfu(row, 'mfu'), 6)} {_percent(before.mfu(row, 'mfu'), 6)} "
+            f"{_percent(now.mfu(row, 'eval'), 8)} {_percent(before.mfu(row, 'eval'), 8)}"
+        )
+    return lines
