@@ -76,13 +76,9 @@ def make_train_step(
     return train_step, train_steps
 
 
-def make_eval_step(model: keras.Model, jit_compile: bool = False, chunk: int = 0):
-    """The evaluation step: (sum of losses, correct predictions, samples) of one batch, padding
-    weighted 0. `chunk` > 0 runs the batch through the model `chunk` samples at a time inside the
-    one call (`common.core.measure.devices.EVAL_CHUNK`): a call per 1,000 images keeps the
-    dispatch cost low, and chunks of 100 keep the activations in cache."""
-
-    def sums(images, labels, weights):
+def make_eval_step(model: keras.Model, jit_compile: bool = False):
+    @tf.function(jit_compile=jit_compile)
+    def eval_step(images, labels, weights):
         logits = tf.cast(model(images, training=False), tf.float32)
         losses = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
         correct = tf.cast(tf.equal(tf.argmax(logits, axis=1), labels), tf.float32)
@@ -93,21 +89,6 @@ def make_eval_step(model: keras.Model, jit_compile: bool = False, chunk: int = 0
                 tf.reduce_sum(weights),
             ]
         )
-
-    @tf.function(jit_compile=jit_compile)
-    def eval_step(images, labels, weights):
-        size = images.shape[0]  # known when traced: the batches are padded to one size
-        if not chunk or size is None or size <= chunk:
-            return sums(images, labels, weights)
-        parts = [
-            sums(
-                images[start : start + chunk],
-                labels[start : start + chunk],
-                weights[start : start + chunk],
-            )
-            for start in range(0, size, chunk)
-        ]
-        return tf.add_n(parts)
 
     return eval_step
 

@@ -28,7 +28,7 @@ import tensorflow as tf
 from tensorflow.python.framework import config as framework_config
 
 from common.core.config.config import Config
-from common.core.measure import devices, precision
+from common.core.measure import precision
 from common.core.measure.clocks import EpochMeanStepClock, HostStepClock
 from common.core.measure.traffic import Call
 from common.core.train import main as main_body
@@ -129,11 +129,7 @@ class TfTrainer(TrainerBase):
             jit_compile=cfg.tf.jit_compile,
             source=(self.data.train_images, self.data.train_labels),
         )
-        self.eval_step = make_eval_step(
-            self.model,
-            jit_compile=cfg.tf.jit_compile,
-            chunk=devices.EVAL_CHUNK.get(("tf", info.device_type), 0),
-        )
+        self.eval_step = make_eval_step(self.model, jit_compile=cfg.tf.jit_compile)
 
     def train_batches(self, epoch: int):
         """The data's batches; with several steps a call on the tensor pipeline, each step's

@@ -95,23 +95,3 @@ def test_nccl_on_a_machine_without_gpus_is_refused_before_anything_starts():
     cfg = config_io.load_config(None, ["tf.communication=nccl"])
     with pytest.raises(ValueError, match="tf.communication=nccl needs GPUs"):
         pick_device(cfg, _info(1, 0).spec)
-
-
-def test_evaluation_in_chunks_counts_as_one_call_does(digits):
-    """TensorFlow evaluates 1,000 images a call, 100 at a time inside it on the CPU: the same
-    sums (to float rounding), padding still weighted 0, from one traced call."""
-    from tf_impl.steps import make_eval_step
-
-    model = build_model(reference.net("cnn"), seed=1)
-    images = normalize(digits.test_images[:1000])[..., np.newaxis]
-    labels = digits.test_labels[:1000].astype(np.int64)
-    weights = np.ones(1000, np.float32)
-    weights[950:] = 0.0  # the padding of a worker's last batch
-    whole = make_eval_step(model)(images, labels, weights).numpy()
-    chunked_step = make_eval_step(model, chunk=100)
-    chunked = chunked_step(images, labels, weights).numpy()
-    assert chunked[2] == whole[2] == 950 and chunked[1] == whole[1]
-    np.testing.assert_allclose(chunked[0], whole[0], rtol=1e-6)
-    graph = chunked_step.get_concrete_function(images, labels, weights).graph
-    forwards = [op for op in graph.get_operations() if op.type == "Conv2D"]
-    assert len(forwards) == 2 * 10  # both convolutions, once for each chunk of 100

@@ -26,13 +26,6 @@ EVAL_BATCH = {
     ("tf", "gpu"): 1000,
 }
 
-# TensorFlow's evaluation on the CPU runs each batch of 1,000 through the model 100 samples at a
-# time inside its one call (`tf_impl.steps.make_eval_step`). Measured on a Zen 3 host with 1 MB
-# of L2 per core (CNN forward passes over 6,000 images, one process on 2 cores, medians of 3,
-# samples/s): 100 a call 5,272, 1,000 a call 3,801, 1,000 a call in chunks of 100 5,777.
-# The 1,000 chosen above on another host lost 1.39x here; the chunks win on both counts.
-EVAL_CHUNK = {("tf", "cpu"): 100}
-
 # How to get a build of each framework that sees GPUs (the suite's constraints pin CPU torch).
 CUDA_BUILDS = {
     "torch": "install a CUDA build of torch (pip install torch==<version> --index-url "
