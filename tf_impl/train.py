@@ -26,6 +26,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import config as framework_config
+from tensorflow.python.util import _pywrap_util_port
 
 from common.core.config.config import Config
 from common.core.measure import precision
@@ -101,6 +102,8 @@ class TfTrainer(TrainerBase):
                 "op_determinism": framework_config.is_op_determinism_enabled()
             },
             "how": f"Keras policy {POLICY[self.cfg.tf.mixed_precision]}",
+            # _pywrap_util_port is internal; TF 2.21 exports no getter of the oneDNN switch.
+            "cpu_kernels": "oneDNN" if _pywrap_util_port.IsMklEnabled() else "Eigen",
         }
 
     def build(self) -> None:
