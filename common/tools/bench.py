@@ -33,6 +33,14 @@ from common.tools.bench_table import Tally, change_table, main_table
 from common.tools.measure import BATCH, progress_cost
 
 
+def reason(failed: Exception) -> str:
+    """The line of a failed program's output that says why (its last "error" line), else the
+    first line of the failure."""
+    lines = [line.strip() for line in str(failed).splitlines() if line.strip()]
+    said = [line for line in lines if line.lower().startswith("error")]
+    return said[-1] if said else lines[0] if lines else type(failed).__name__
+
+
 def measure_rounds(cells: list[Cell], repeats: int, before: Path | None) -> tuple[Tally, Tally]:
     """Every cell once per round (drift hits all alike), on this tree and, given `before`, on
     that one right after it. A cell the other tree cannot run (a setting it lacks) is said once
@@ -51,8 +59,10 @@ def measure_rounds(cells: list[Cell], repeats: int, before: Path | None) -> tupl
                     if root is None:
                         raise
                     lacking.add(cell.label)
-                    first = str(failed).splitlines()[0]
-                    print(f"  before: {cell.model} {cell.label} not measured: {first}", flush=True)
+                    print(
+                        f"  before: {cell.model} {cell.label} not measured: {reason(failed)}",
+                        flush=True,
+                    )
                     continue
                 for variant, (speed, utilization) in measured.items():
                     tally.add((cell.model, variant), cell.ranks, speed, utilization)

@@ -40,10 +40,16 @@ def _percent(value: float | None, width: int) -> str:
     return f"{value:{width}.1%}" if value is not None else f"{'-':>{width}}"
 
 
+def _width(tally: Tally) -> int:
+    """The variant column's width: its longest name."""
+    return max([36, *(len(variant) for _, variant in tally.speeds)])
+
+
 def main_table(tally: Tally) -> list[str]:
     """The rows of this tree, and a warning naming the noisy ones."""
+    wide = _width(tally)
     lines = [
-        f"\n{'model':<6} {'variant':<36} {'ranks':>5} {'samples/s':>10} {'spread':>7} "
+        f"\n{'model':<6} {'variant':<{wide}} {'ranks':>5} {'samples/s':>10} {'spread':>7} "
         f"{'vs plain':>8} {'MFU':>6} {'eval MFU':>8}",
         "(MFU: training, eval MFU: the evaluation's forward passes, both against the ranks' "
         "summed GEMM peak, common.core.measure.peak)",
@@ -59,7 +65,7 @@ def main_table(tally: Tally) -> list[str]:
         spread_text = f"{spread:7.0%}" if len(speeds) > 1 else f"{'-':>7}"
         row = (model_name, variant)
         lines.append(
-            f"{model_name:<6} {variant:<36} {tally.ranks[row]:>5} {middle:>10,.0f} "
+            f"{model_name:<6} {variant:<{wide}} {tally.ranks[row]:>5} {middle:>10,.0f} "
             f"{spread_text} {ratio} {_percent(tally.mfu(row, 'mfu'), 6)} "
             f"{_percent(tally.mfu(row, 'eval'), 8)}"
         )
@@ -75,9 +81,10 @@ def main_table(tally: Tally) -> list[str]:
 def change_table(before: Tally, now: Tally, ref: str) -> list[str]:
     """Every row of this tree beside the same row measured on commit `ref` in the same rounds
     ('-' where that commit has no such cell)."""
+    wide = _width(now)
     lines = [
         f"\nbefore = {ref}, measured in the same rounds (medians)",
-        f"{'model':<6} {'variant':<36} {'samples/s':>10} {'before':>10} {'now/bef':>7} "
+        f"{'model':<6} {'variant':<{wide}} {'samples/s':>10} {'before':>10} {'now/bef':>7} "
         f"{'MFU':>6} {'before':>6} {'eval MFU':>8} {'before':>8}",
     ]
     for row in now.speeds:
@@ -85,7 +92,7 @@ def change_table(before: Tally, now: Tally, ref: str) -> list[str]:
         ratio = f"{speed / old:7.2f}" if speed and old else f"{'-':>7}"
         old_text = f"{old:>10,.0f}" if old else f"{'-':>10}"
         lines.append(
-            f"{row[0]:<6} {row[1]:<36} {speed or 0:>10,.0f} {old_text} {ratio} "
+            f"{row[0]:<6} {row[1]:<{wide}} {speed or 0:>10,.0f} {old_text} {ratio} "
             f"{_percent(now.mfu(row, 'mfu'), 6)} {_percent(before.mfu(row, 'mfu'), 6)} "
             f"{_percent(now.mfu(row, 'eval'), 8)} {_percent(before.mfu(row, 'eval'), 8)}"
         )

@@ -65,3 +65,17 @@ def test_a_varied_setting_adds_a_row_beside_each_strategy_that_reads_it():
     assert "torch.sharding=shard_grad_op" in found["torch fsdp2 sharding=shard_grad_op"]
     assert not any("torch.sharding" in o for o in found["torch fsdp2"])  # the plain row stays
     assert found["tf mwms jit_compile=true"][-1] == "tf.jit_compile=true"  # after --compile's
+
+
+def test_a_cell_the_other_commit_cannot_run_is_named_with_its_reason():
+    from common.tools.bench import reason
+
+    failed = RuntimeError(
+        "torch ddp/tensor failed (exit 2):\n--- end of its stderr ---\n[launch] rank 0 exited 2\n"
+        "Error: Unknown config key: train.steps_per_call; allowed in train: epochs"
+    )
+    assert (
+        reason(failed)
+        == "Error: Unknown config key: train.steps_per_call; allowed in train: epochs"
+    )
+    assert reason(RuntimeError("it timed out")) == "it timed out"
