@@ -34,11 +34,12 @@ def _tails(done: subprocess.CompletedProcess[str]) -> str:
 
 def in_tree(root: Path | None) -> dict[str, Any]:
     """subprocess.run's arguments that run a program of the suite's tree at `root` (None: this
-    one): its folder first on the path, and this tree's MNIST when none is named."""
+    one): its folder first on the path, and this tree's MNIST."""
     if root is None:
         return {}
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    env.setdefault("MNIST_DIR", str(Path(mnist.DEFAULT_DIR).resolve()))
+    # A relative $MNIST_DIR (the Makefile exports data/mnist) names this tree's folder.
+    data = Path(os.environ.get("MNIST_DIR") or mnist.DEFAULT_DIR).resolve()
+    env = {**os.environ, "PYTHONPATH": str(root), "MNIST_DIR": str(data)}
     return {"cwd": root, "env": env}
 
 
