@@ -43,11 +43,8 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 data: setup
 	$(PY) -m common.data fetch --dir $(MNIST_DIR)
 
-# Two pytest-xdist workers, each file whole on one of them and tests/slurm on one (tests/conftest.py):
-# about 1.4x faster on 2 cores, since many tests wait on timeouts, peers and the cluster.
-TEST_WORKERS ?= 2
 test: setup data
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup tests
+	$(PY) -m pytest tests
 
 # The inner loop: every test of a file that starts no process (tests/tiers.py), in a minute or two.
 test-fast: setup data

@@ -44,18 +44,12 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """Mark every test of a file that starts processes (`tests.tiers`): make test-fast leaves
-    them out. Under pytest-xdist's `--dist loadgroup` (make test), each file runs whole on one
-    worker (its module fixtures are made once), and so do all of tests/slurm: the machine has
-    one test cluster."""
+    them out."""
     from tests.tiers import starts_processes
 
-    root = Path(__file__).resolve().parent
     for item in items:
-        path = Path(str(item.fspath)).resolve()
-        if starts_processes(path):
+        if starts_processes(Path(str(item.fspath)).resolve()):
             item.add_marker(pytest.mark.processes)
-        shared = path.is_relative_to(root / "slurm")
-        item.add_marker(pytest.mark.xdist_group("slurm" if shared else str(path.relative_to(root))))
 
 
 def pytest_sessionstart(session):
