@@ -56,7 +56,7 @@ def shown(framework: str, override: str) -> str:
 def measurements(args: argparse.Namespace, chosen: list[str]) -> list[Cell]:
     """Every cell, in the order of the table."""
     cells: list[Cell] = []
-    varied: list[str] = getattr(args, "vary", [])
+    varied: list[str] = args.vary
     for model_name in args.models.split(","):
         for framework in chosen:
             measure = functools.partial(
