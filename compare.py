@@ -22,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-from common.report import outputs, projections, sizes, tables, verdict
+from common.report import outputs, projection_report, size_table, tables, verdict
 from common.report.inputs import load_runs
 from common.report.rows import group_runs, rows_for
 from common.report.runs import RecordedRun
@@ -106,7 +106,7 @@ def _main(argv: list[str] | None) -> int:
         "--project",
         metavar="N,N,...",
         help="project each run to these worker counts with a link profile (e.g. 2,8,64,512); "
-        f"default {projections.DEFAULT_WORKERS} when --links is given or the results hold a "
+        f"default {projection_report.DEFAULT_WORKERS} when --links is given or the results hold a "
         "links*.json (the preflight writes one)",
     )
     parser.add_argument(
@@ -144,18 +144,18 @@ def _main(argv: list[str] | None) -> int:
         else:
             shown = [row.as_dict() for row in rows]
             print(json.dumps({"key": key, "target_accuracy": target, "rows": shown}))
-    size_rows = sizes.size_rows(runs)
+    size_rows = size_table.size_rows(runs)
     if size_rows and args.format in ("terminal", "markdown"):
-        print(f"== model-size axis\n{tables.aligned(sizes.size_table_lines(size_rows))}")
+        print(f"== model-size axis\n{tables.aligned(size_table.size_table_lines(size_rows))}")
     all_rows = [row for rows in runs_by_group for row in rows]
     if args.format in ("terminal", "markdown") and all_rows:
         bullet = "  *" if args.format == "terminal" else "-"
         print("\n".join(f"{bullet} {note}" for note in tables.footnotes(all_rows, target)))
-    if args.project is None and (args.links or projections.profiles_in(args.results)):
-        args.project = projections.DEFAULT_WORKERS
+    if args.project is None and (args.links or projection_report.profiles_in(args.results)):
+        args.project = projection_report.DEFAULT_WORKERS
     if args.project:
         try:
-            projected = projections.report(runs, args.project, args.links, args.results)
+            projected = projection_report.report(runs, args.project, args.links, args.results)
         except ValueError as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
@@ -164,7 +164,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"not side by side: {note}", file=sys.stderr)
 
     if args.out and runs and args.project:
-        projected_plot = projections.plot(projected, args.out)
+        projected_plot = projection_report.plot(projected, args.out)
         if projected_plot:
             print(f"projection plot: {projected_plot}")
     if args.out and runs:

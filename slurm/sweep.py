@@ -33,7 +33,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # run as a script: common/ is beside slurm/
 
 from common.core.config import strategies  # noqa: E402
-from common.models import sizes  # noqa: E402
+from common.models import size_names  # noqa: E402
 
 ENDED = {
     "COMPLETED",
@@ -106,7 +106,7 @@ def sbatch_command(args, sweep: str, cell: dict, after: str = "") -> list[str]:
     command += args.sbatch
     command += ["slurm/run_slurm.sh", cell["framework"], args.config]
     command += ["--set", f"{cell['framework']}.strategy={cell['strategy']}"]
-    for override in sizes.size_overrides(cell["size"]) if cell["size"] else []:
+    for override in size_names.size_overrides(cell["size"]) if cell["size"] else []:
         command += ["--set", override]
     for override in args.set:
         command += ["--set", override]
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
     try:
-        [sizes.size_overrides(size) for size in _list(args.sizes)]
+        [size_names.size_overrides(size) for size in _list(args.sizes)]
     except ValueError as error:
         parser.error(str(error))
     args.results = str(Path(args.results).resolve())

@@ -1,7 +1,7 @@
 """Checkpoints with tf.train.Checkpoint, and the final model export.
 
 `save_checkpoint` writes into the folder `common.core.train.loop` gives it
-(`common.core.run.checkpoints` decides where, marks it complete with a manifest of
+(`common.core.run.checkpoint_folders` decides where, marks it complete with a manifest of
 checksums, and verifies it before a resume). Every
 worker saves, since saving may run collectives: the chief into that folder, the others into
 temporary folders beside it, deleted again, as TensorFlow's multi-worker guide asks. Every

@@ -1,7 +1,7 @@
 """Checkpoints with torch.distributed.checkpoint (DCP), and the final unsharded export.
 
 `save_checkpoint` writes into the folder `common.core.train.loop` gives it
-(`common.core.run.checkpoints` decides where, marks it complete with a manifest of
+(`common.core.run.checkpoint_folders` decides where, marks it complete with a manifest of
 checksums, and verifies it before a resume): the
 DCP shards of model and optimizer (each rank writes its own) and each rank's RNG state.
 """

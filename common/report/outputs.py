@@ -7,9 +7,9 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from common.report import looks, pages, plots, sizeplot, sizes, tables
+from common.report import looks, pages, plots, size_table, sizeplot, tables
 from common.report.rows import Group, Row
-from common.report.sizes import SizeRow
+from common.report.size_table import SizeRow
 
 
 def write_report(
@@ -31,7 +31,7 @@ def write_report(
     if size_rows:
         everyone = [run for _, members in groups for run in members]
         picture = sizeplot.plot_sizes(size_rows, out / "size.png", looks.caption(everyone))
-        size = pages.SizeAxis(sizes.size_table_lines(size_rows), picture, sizeplot.CAPTION)
+        size = pages.SizeAxis(size_table.size_table_lines(size_rows), picture, sizeplot.CAPTION)
     for write, name in ((pages.write_html, "report.html"), (pages.write_markdown, "report.md")):
         write(rendered, notes, problems, path=out / name, target=target, size=size)
     all_rows = [{**group.key, **row.as_dict()} for group in rendered for row in group.rows]

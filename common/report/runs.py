@@ -13,7 +13,7 @@ from typing import Any
 
 from common.core.config.config import HOW_NOT_WHAT, is_listed
 from common.core.config.config_io import flatten
-from common.core.config.framework import TfConfig, TorchConfig
+from common.core.config.framework_sections import TfConfig, TorchConfig
 from common.core.records.records import (
     Epoch,
     Launch,

@@ -1,5 +1,5 @@
 """compare.py's model-size figure: throughput and per-rank memory against parameter count, one
-series per framework x strategy x workers (`common.report.sizes.SizeRow`)."""
+series per framework x strategy x workers (`common.report.size_table.SizeRow`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from common.report import plots
 from common.report.looks import Pen, pyplot, style, thousands
-from common.report.sizes import SizeRow
+from common.report.size_table import SizeRow
 
 CAPTION = (
     "Left: training samples/s against the model's parameters (log-log). Right: what one rank "

@@ -25,7 +25,7 @@ import contextlib
 from pathlib import Path
 
 from common.core.config import strategies
-from common.core.train import frameworks
+from common.core.train import programs
 from common.core.train.progress import TERMINAL_EVERY_S
 from common.tools import tree
 from common.tools.bench_cells import Cell, measurements
@@ -130,10 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     chosen = args.frameworks.split(",")
-    unknown = sorted(set(chosen) - set(frameworks.FRAMEWORKS))
+    unknown = sorted(set(chosen) - set(programs.FRAMEWORKS))
     if unknown:
         parser.error(
-            f"--frameworks: unknown {unknown}; choose from {','.join(frameworks.FRAMEWORKS)}"
+            f"--frameworks: unknown {unknown}; choose from {','.join(programs.FRAMEWORKS)}"
         )
     unknown = sorted(set(args.strategies.split(",")) - set(strategies.names()))
     if unknown:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from common.core.config import strategies
-from common.core.train import frameworks
+from common.core.train import programs
 from common.tools.measure import baselines, launched
 
 # variant -> (samples/s, {"mfu": training MFU, "eval": evaluation MFU} or {})
@@ -45,7 +45,7 @@ def _labelled(label: str, measure: Callable[..., Any], root: Path | None) -> Mea
 def reaches(framework: str, strategy: strategies.Strategy, override: str) -> bool:
     """Whether `override` means something to `strategy` of `framework`: it is not the other
     framework's, and it is not an option of other strategies only (torch.sharding for ddp)."""
-    return bool(frameworks.get(framework).own([override])) and strategies.takes(strategy, override)
+    return bool(programs.get(framework).own([override])) and strategies.takes(strategy, override)
 
 
 def shown(framework: str, override: str) -> str:
@@ -76,7 +76,7 @@ def measurements(args: argparse.Namespace, chosen: list[str]) -> list[Cell]:
                 listed, args.compile.split(","), args.pipelines.split(",")
             ):
                 default = 1 if own[strategy].processes == "one" else args.nproc
-                flag = frameworks.get(framework).compile_key + (
+                flag = programs.get(framework).compile_key + (
                     "=true" if compiled == "compiled" else "=false"
                 )
                 # an option of other strategies (torch.sharding for ddp) is left out

@@ -13,7 +13,7 @@ from typing import Any
 
 from common.core.records import metrics
 from common.core.records.records import METRICS_FILENAME, Epoch
-from common.core.train import frameworks
+from common.core.train import programs
 from common.core.train.progress import TERMINAL_EVERY_S, Progress
 from common.data import mnist
 
@@ -56,7 +56,7 @@ def baselines(
     command = [
         sys.executable,
         "-m",
-        frameworks.get(framework).bench_module,
+        programs.get(framework).bench_module,
         "--model",
         model_name,
         "--train-limit",
@@ -106,11 +106,11 @@ def launched(
             "output.run_name=bench",
             f"dist.device={device}",
         ]
-        side = frameworks.get(framework)
+        side = programs.get(framework)
         overrides += side.own([f"{framework}.strategy={strategy}", *extra])
         command = side.train_command(overrides)
         if nproc > 1:
-            command = [*frameworks.local_launch(nproc), *command]
+            command = [*programs.local_launch(nproc), *command]
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=TIMEOUT_S, **in_tree(root)
         )

@@ -33,7 +33,7 @@ from typing import Any
 from common.core.measure import collectives, devices, links
 from common.core.records import metrics
 from common.core.records.records import METRICS_FILENAME, Epoch, RunEnd
-from common.core.train import frameworks
+from common.core.train import programs
 
 MARK = "PREFLIGHT "
 SIZES = [8 * 8**k for k in range(8)] + [64 * 2**20]  # 8 B, 64 B, ... 16 MiB, 64 MiB
@@ -120,7 +120,7 @@ def launcher(kind: str, nproc: int) -> list[str]:
     """The command prefix that starts `nproc` ranks: common.launch here, srun in a job."""
     if kind == "slurm":
         return ["srun", "--kill-on-bad-exit=1", "bash", "slurm/task.sh"]
-    return frameworks.local_launch(nproc)
+    return programs.local_launch(nproc)
 
 
 def step(text: str) -> None:
@@ -130,7 +130,7 @@ def step(text: str) -> None:
 
 def probe(framework: str, start: list[str], device: str, tf32: bool) -> dict[str, Any]:
     step(f"{framework}: probe (versions, devices, threads, all-reduce bandwidth)")
-    module = frameworks.get(framework).preflight_module
+    module = programs.get(framework).preflight_module
     command = [*start, sys.executable, "-m", module, "--device", device]
     done = subprocess.run(
         [*command, *(["--tf32"] if tf32 else [])], capture_output=True, text=True, timeout=600
@@ -150,7 +150,7 @@ def link_profile(framework: str, start: list[str], device: str, folder: Path) ->
     """Run the framework's link tool; the report's lines on the profile it wrote."""
     step(f"{framework}: link profile (collectives from 8 B to 64 MiB, fitted)")
     out = folder / f"links-{framework}.json"
-    module = f"{frameworks.get(framework).package}.links"
+    module = f"{programs.get(framework).package}.links"
     command = [*start, sys.executable, "-m", module, "--out", str(out), "--device", device]
     done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
     if done.returncode != 0 or not out.is_file():
@@ -186,7 +186,7 @@ def train(
                 f"output.run_name={name}",
                 f"{framework}.strategy={strategy}",
             ]
-            command = [*start, *frameworks.get(framework).train_command(overrides, "--quiet")]
+            command = [*start, *programs.get(framework).train_command(overrides, "--quiet")]
             step(f"{name}: {STEPS} training steps")
             done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
             records = metrics.scan(out / name / METRICS_FILENAME).records

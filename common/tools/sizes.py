@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from common.core.config import strategies
-from common.core.train import frameworks
-from common.models.sizes import size_overrides
+from common.core.train import programs
+from common.models.size_names import size_overrides
 
 SWEEP_DEFAULTS = ["data.name=synthetic", "optim.name=sgd", "optim.lr=0.01"]
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -32,9 +32,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def cell_command(framework: str, strategy: str, nproc: int, settings: list[str]) -> list[str]:
     """One cell of the sweep: `nproc` ranks (one for a one-process strategy) on this machine."""
     ranks = 1 if strategies.get(framework, strategy).processes == "one" else nproc
-    side = frameworks.get(framework)
+    side = programs.get(framework)
     train = side.train_command(side.own([*settings, f"{framework}.strategy={strategy}"]), "--quiet")
-    return [*frameworks.local_launch(ranks), *train]
+    return [*programs.local_launch(ranks), *train]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Checkpoint folders (common.core.run.checkpoints) and whether a launch may go on with a run
+"""Checkpoint folders (common.core.run.checkpoint_folders) and whether a launch may go on with a run
 (common.core.run.resume): real files, flipped bytes, configs that differ."""
 
 import json
@@ -7,7 +7,7 @@ import pytest
 
 from common.core.config import config_io
 from common.core.config.cli import RunOptions
-from common.core.run import checkpoints, resume
+from common.core.run import checkpoint_folders, resume
 from common.launch import environment
 
 SPEC = environment.from_environment({})  # one local process, no SLURM job
@@ -29,23 +29,23 @@ def job(job_id="5", restarts=0, cluster_name="alpha"):
 
 
 def make_checkpoint(run_dir, epoch, payload=b"weights"):
-    folder = checkpoints.epoch_dir(run_dir, epoch)
+    folder = checkpoint_folders.epoch_dir(run_dir, epoch)
     (folder / "shards").mkdir(parents=True)
     (folder / "shards" / "rank0.bin").write_bytes(payload * 100)
     (folder / "rng.pt").write_bytes(b"rng")
     extras = {"elapsed_s": 1.0, "run_time_s": 2.0, "epoch_records": []}
-    checkpoints.write_manifest(folder, epoch=epoch, extras=extras)
+    checkpoint_folders.write_manifest(folder, epoch=epoch, extras=extras)
     return folder
 
 
 def test_an_intact_checkpoint_verifies_and_a_flipped_byte_does_not(tmp_path):
     folder = make_checkpoint(tmp_path, 1)
-    assert checkpoints.problem(folder) is None
+    assert checkpoint_folders.problem(folder) is None
     shard = folder / "shards" / "rank0.bin"
     data = bytearray(shard.read_bytes())
     data[17] ^= 0x01
     shard.write_bytes(bytes(data))
-    assert checkpoints.problem(folder) == f"{shard} does not match its checksum in " + str(
+    assert checkpoint_folders.problem(folder) == f"{shard} does not match its checksum in " + str(
         folder / "manifest.json"
     )
 
@@ -53,23 +53,25 @@ def test_an_intact_checkpoint_verifies_and_a_flipped_byte_does_not(tmp_path):
 def test_missing_extra_and_unreadable_files_are_named(tmp_path):
     folder = make_checkpoint(tmp_path, 1)
     (folder / "rng.pt").unlink()
-    assert checkpoints.problem(folder) == f"{folder / 'rng.pt'} is missing"
+    assert checkpoint_folders.problem(folder) == f"{folder / 'rng.pt'} is missing"
     folder = make_checkpoint(tmp_path, 2)
     (folder / "stray.bin").write_bytes(b"?")
-    assert "stray.bin is not in" in checkpoints.problem(folder)
+    assert "stray.bin is not in" in checkpoint_folders.problem(folder)
     folder = make_checkpoint(tmp_path, 3)
     (folder / "manifest.json").write_text("{broken")
-    assert checkpoints.problem(folder).startswith(f"{folder / 'manifest.json'} cannot be read")
+    assert checkpoint_folders.problem(folder).startswith(
+        f"{folder / 'manifest.json'} cannot be read"
+    )
 
 
 def test_resume_falls_back_to_the_newest_intact_checkpoint(tmp_path):
     make_checkpoint(tmp_path, 1)
     second = make_checkpoint(tmp_path, 2)
-    checkpoints.epoch_dir(tmp_path, 3).mkdir()  # cut off before its manifest: not complete
+    checkpoint_folders.epoch_dir(tmp_path, 3).mkdir()  # cut off before its manifest: not complete
     (second / "rng.pt").write_bytes(b"RNG")
     warnings = []
-    chosen = checkpoints.newest_intact(tmp_path, warnings.append)
-    assert chosen == checkpoints.epoch_dir(tmp_path, 1)
+    chosen = checkpoint_folders.newest_intact(tmp_path, warnings.append)
+    assert chosen == checkpoint_folders.epoch_dir(tmp_path, 1)
     assert warnings == [
         f"checkpoint epoch-0002 is corrupt, skipped: {second / 'rng.pt'} does "
         f"not match its checksum in {second / 'manifest.json'}"
@@ -80,21 +82,23 @@ def test_no_intact_checkpoint_left_names_every_file(tmp_path):
     only = make_checkpoint(tmp_path, 1)
     (only / "manifest.json").write_text("[]")
     with pytest.raises(
-        checkpoints.CheckpointError, match="no intact checkpoint left: .*epoch-0001"
+        checkpoint_folders.CheckpointError, match="no intact checkpoint left: .*epoch-0001"
     ):
-        checkpoints.newest_intact(tmp_path, lambda text: None)
-    assert checkpoints.newest_intact(tmp_path / "elsewhere", lambda text: None) is None
+        checkpoint_folders.newest_intact(tmp_path, lambda text: None)
+    assert checkpoint_folders.newest_intact(tmp_path / "elsewhere", lambda text: None) is None
 
 
 def test_prune_keeps_the_newest_complete_ones(tmp_path):
     for epoch in (1, 2, 3, 4):
         make_checkpoint(tmp_path, epoch)
-    checkpoints.epoch_dir(tmp_path, 5).mkdir()  # newer, incomplete: kept (it may be in the works)
-    checkpoints.prune(tmp_path, keep=2)
-    left = sorted(p.name for p in checkpoints.root(tmp_path).iterdir())
+    checkpoint_folders.epoch_dir(
+        tmp_path, 5
+    ).mkdir()  # newer, incomplete: kept (it may be in the works)
+    checkpoint_folders.prune(tmp_path, keep=2)
+    left = sorted(p.name for p in checkpoint_folders.root(tmp_path).iterdir())
     assert left == ["epoch-0003", "epoch-0004", "epoch-0005"]
-    checkpoints.prune(tmp_path, keep=0)
-    assert len(list(checkpoints.root(tmp_path).iterdir())) == 3
+    checkpoint_folders.prune(tmp_path, keep=0)
+    assert len(list(checkpoint_folders.root(tmp_path).iterdir())) == 3
 
 
 def identity(*overrides, world=2, strategy="ddp"):
@@ -156,7 +160,7 @@ def test_a_checkpoint_of_another_run_is_refused_and_what_may_change_is_said(tmp_
     manifest = json.loads((folder / "manifest.json").read_text())
     manifest.update(identity("optim.lr=0.001"))
     (folder / "manifest.json").write_text(json.dumps(manifest))
-    checkpoints.write_manifest(folder, epoch=1, extras=manifest)  # checksums stay right
+    checkpoint_folders.write_manifest(folder, epoch=1, extras=manifest)  # checksums stay right
     chosen = resume.choose_checkpoint(
         tmp_path, RunOptions(resume=True), identity("optim.lr=0.001"), print
     )

@@ -7,9 +7,9 @@ import pytest
 from common.core.config import config_io
 from common.data import mnist, synthetic
 from common.data.config import DataConfig
-from common.models import layouts, sizes, weights, zoo
+from common.models import layouts, size_names, weights, zoo
 from common.models.config import ModelConfig
-from common.report import sizes as size_axis
+from common.report import size_table as size_axis
 from common.report.runs import RecordedRun
 from tests import reference
 from tests.records import epoch, start
@@ -17,7 +17,7 @@ from tests.reference import net
 
 
 def test_named_sizes_have_the_parameter_counts_they_say():
-    counted = {name: size_params(name) for name in sizes.PRESETS}
+    counted = {name: size_params(name) for name in size_names.PRESETS}
     assert counted["0.1M"] == weights.parameter_count(net("mlp")) == 109_386
     assert counted["10M"] == 10_171_402 and counted["100M"] == 99_652_618
     assert counted["300M"] == 306_923_530 and counted["1B"] == 1_086_832_650
@@ -30,7 +30,7 @@ def test_named_sizes_have_the_parameter_counts_they_say():
         == (9 * 64 + 64) + (9 * 64 * 128 + 128) + (128 * 144 * 256 + 256) + (256 * 10 + 10)
     )
     assert size_params("resnet8:w2") == weights.parameter_count(net("resnet8", width=2))
-    assert sizes.size_overrides("resnet8:w2") == ["model.name=resnet8", "model.width=2"]
+    assert size_names.size_overrides("resnet8:w2") == ["model.name=resnet8", "model.width=2"]
 
 
 @pytest.mark.parametrize("bad", ["", "12Q", "4096x", "w0", "0x10", "mlp:w2", "resnet8:2"])
@@ -38,7 +38,7 @@ def test_a_size_that_means_nothing_is_refused_with_the_forms(bad):
     with pytest.raises(
         ValueError, match=r"preset .* 4096x4096, w<N> .* cnn:w<N> \(model.width\), resnet8:w<N>"
     ):
-        sizes.size_overrides(bad)
+        size_names.size_overrides(bad)
 
 
 def test_model_size_keys_are_checked_where_they_are_set():
@@ -143,7 +143,7 @@ def test_size_rows_need_two_sizes_of_one_series():
 
 def size_params(size: str) -> int:
     """Parameters of a size (the same count the runs record)."""
-    return weights.parameter_count(zoo.describe(sizes.size_model(size)))
+    return weights.parameter_count(zoo.describe(size_names.size_model(size)))
 
 
 def test_every_model_is_sized_by_a_key_of_the_model_config():

@@ -7,7 +7,7 @@ import pytest
 import compare
 from common.core.measure import links
 from common.core.records.entries import TrafficEntry
-from common.report import projection
+from common.report import projection_model
 from common.report.runs import RecordedRun
 from tests.records import changed, epoch, start, write_run
 
@@ -55,8 +55,8 @@ def test_a_strong_scaling_step_is_compute_shared_out_plus_the_ring_at_the_new_si
     run = ddp_run()
     assert run.start.global_batch_size == 64 and run.start.world_size == 2
     # at 2 ranks: 1 ms + 1 MB x 2(1)/2 x 1 ns = 2 ms of the 10 ms step; compute 8 ms
-    assert projection.communication_s(run, profile(), 2) == pytest.approx(2e-3)
-    (at8,), caveats = projection.project(run, profile(), [8])
+    assert projection_model.communication_s(run, profile(), 2) == pytest.approx(2e-3)
+    (at8,), caveats = projection_model.project(run, profile(), [8])
     # at 8 ranks: compute 8 ms x 2/8 = 2 ms; 1 ms + 1 MB x 2(7)/8 x 1 ns = 2.75 ms
     assert caveats == [] and at8.communication_s == pytest.approx(2.75e-3)
     assert (at8.step_fast_s, at8.step_slow_s) == pytest.approx((2.75e-3, 4.75e-3))
@@ -65,11 +65,13 @@ def test_a_strong_scaling_step_is_compute_shared_out_plus_the_ring_at_the_new_si
 
 
 def test_what_cannot_be_projected_is_said_not_guessed():
-    rows, caveats = projection.project(ddp_run(), profile(), [1])
+    rows, caveats = projection_model.project(ddp_run(), profile(), [1])
     assert rows == [] and "not projected to 1 workers, below its own 2" in caveats[0]
-    rows, caveats = projection.project(ddp_run(traffic=False), profile(), [8])
+    rows, caveats = projection_model.project(ddp_run(traffic=False), profile(), [8])
     assert rows == [] and "no traffic recorded" in caveats[0]
-    assert "measured on elsewhere" in projection.host_caveat([ddp_run()], profile(["elsewhere"]))
+    assert "measured on elsewhere" in projection_model.host_caveat(
+        [ddp_run()], profile(["elsewhere"])
+    )
 
 
 def test_compare_projects_with_a_profile_and_refuses_without_one(tmp_path, capsys):
@@ -89,15 +91,15 @@ def test_compare_projects_with_a_profile_and_refuses_without_one(tmp_path, capsy
 
 
 def test_each_run_is_explained_by_its_bytes_and_the_links_cost():
-    from common.report import projections
+    from common.report import projection_report
 
-    (said,) = projections._shares([ddp_run()], profile())
+    (said,) = projection_report._shares([ddp_run()], profile())
     # 1 MB in 1 all-reduce; 1 ms + 1 MB x 1 ns = 2 ms of the 10 ms step
     assert said == (
         "torch ddp x2 sends 1 MB per rank per step in 1 collective; at this profile's costs "
         "that is 2 ms of its 10 ms step (20%)"
     )
-    assert projections._shares([ddp_run(traffic=False)], profile()) == []
+    assert projection_report._shares([ddp_run(traffic=False)], profile()) == []
 
 
 def _sized(strategy: str, params: int, samples_per_s: float) -> RecordedRun:
@@ -108,7 +110,7 @@ def _sized(strategy: str, params: int, samples_per_s: float) -> RecordedRun:
 
 
 def test_the_model_size_where_two_strategies_trade_places_is_named():
-    from common.report import projections
+    from common.report import projection_report
 
     # ddp is faster at 1M parameters (6,400 against 3,200 samples/s), fsdp2 at 100M (200 vs 100)
     runs = [
@@ -117,7 +119,7 @@ def test_the_model_size_where_two_strategies_trade_places_is_named():
         _sized("ddp", 10**8, 100.0),
         _sized("fsdp2", 10**8, 200.0),
     ]
-    (said,) = projections._size_flips(runs, profile(), [2])
+    (said,) = projection_report._size_flips(runs, profile(), [2])
     assert said.startswith("At 2 workers, torch ddp x2 and torch fsdp2 x2 trade places near ")
     assert "(measured at 1M and 100M): below it torch ddp x2 is faster" in said
     near = float(said.split("near ")[1].split("M")[0])
@@ -129,5 +131,5 @@ def test_the_model_size_where_two_strategies_trade_places_is_named():
         _sized("ddp", 10**8, 300.0),
         _sized("fsdp2", 10**8, 200.0),
     ]
-    assert projections._size_flips(same, profile(), [2]) == []
-    assert projections._size_flips(runs, profile(), [1]) == []
+    assert projection_report._size_flips(same, profile(), [2]) == []
+    assert projection_report._size_flips(runs, profile(), [1]) == []

@@ -34,7 +34,7 @@ import pytest
 
 from common.core.measure.links import LinkProfile
 from common.report.inputs import load_runs
-from common.report.projection import communication_s
+from common.report.projection_model import communication_s
 from tests.slurm.jobs import REPO, ROOT_ONLY, slurm_env, submit, wait_for
 
 sys.path.insert(0, str(REPO / "slurm"))

@@ -23,7 +23,7 @@ from pydantic import (
 from pydantic import StrictStr as Text
 
 from common.core.config import strategies
-from common.core.config.framework import TfConfig, TorchConfig
+from common.core.config.framework_sections import TfConfig, TorchConfig
 from common.data.config import DataConfig
 from common.models import zoo
 from common.models.config import ModelConfig

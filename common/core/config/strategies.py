@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from common.core.config import expected
-from common.core.config.expected import Expected, Unit
+from common.core.measure import expected_traffic
+from common.core.measure.expected_traffic import Expected, Unit
 
 # Strategy options each framework's section may carry, with the value that means "unused".
 OPTION_DEFAULTS: Mapping[str, Mapping[str, Any]] = {
@@ -83,9 +83,9 @@ class Strategy:
     """(world size, ranks per node, config) -> the mesh."""
     refuse: Callable[[Any], str | None] = field(default=lambda cfg: None)
     """A value this strategy cannot take (the reason, naming the fix), None when all is well."""
-    traffic: Callable[[list[Unit], int, int, Any], list[Expected]] = expected.replicated
+    traffic: Callable[[list[Unit], int, int, Any], list[Expected]] = expected_traffic.replicated
     """(the wrapper's units, replicas, shards, config) -> the collectives it is expected to
-    issue per optimizer step (`common.core.config.expected`)."""
+    issue per optimizer step (`common.core.measure.expected_traffic`)."""
 
     @property
     def shards(self) -> bool:
@@ -127,7 +127,7 @@ STRATEGIES: tuple[Strategy, ...] = (
         precision_by="autocast",
         gradient_sync="none (one process)",
         processes="one",
-        traffic=expected.nothing,
+        traffic=expected_traffic.nothing,
     ),
     Strategy(
         name="ddp",
@@ -147,7 +147,7 @@ STRATEGIES: tuple[Strategy, ...] = (
         reads=FSDP_OPTIONS,
         dims=_fsdp_dims,
         refuse=_no_shard_in_dtensor,
-        traffic=expected.fully_sharded,
+        traffic=expected_traffic.fully_sharded,
     ),
     Strategy(
         name="fsdp1",
@@ -159,7 +159,7 @@ STRATEGIES: tuple[Strategy, ...] = (
         reads=FSDP_OPTIONS,
         compiles=False,
         dims=_fsdp_dims,
-        traffic=expected.flat_sharded,
+        traffic=expected_traffic.flat_sharded,
     ),
     Strategy(
         name="hsdp",
@@ -173,7 +173,7 @@ STRATEGIES: tuple[Strategy, ...] = (
         reads=(*FSDP_OPTIONS, "hsdp_shard_size"),
         dims=_hsdp_dims,
         refuse=_no_shard_in_dtensor,
-        traffic=expected.hybrid,
+        traffic=expected_traffic.hybrid,
     ),
     Strategy(
         name="mwms",
@@ -182,7 +182,7 @@ STRATEGIES: tuple[Strategy, ...] = (
         parameters="mirrored",
         precision_by="policy",
         gradient_sync="summed over all workers in fp32 (collective all-reduce)",
-        traffic=expected.packed,
+        traffic=expected_traffic.packed,
     ),
 )
 AUTO = "auto"

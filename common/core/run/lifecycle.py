@@ -27,7 +27,7 @@ from common.core.records.console import console_line
 from common.core.records.metrics import METRICS_FILENAME, MetricsWriter
 from common.core.records.record_json import from_json, to_json
 from common.core.records.records import Epoch, Record, Resume, Status
-from common.core.run import board, checkpoints, ends, liveness, recorder, resume
+from common.core.run import board, checkpoint_folders, ends, liveness, recorder, resume
 from common.core.run.contract import Trainer
 from common.launch.cluster import ClusterSpec, unique_stamp
 
@@ -38,7 +38,7 @@ RESERVED_FOR_END = 64 * 1024
 # What a decision on the chief may raise, so that every rank raises it too.
 SHARED_ERRORS: dict[str, type[Exception]] = {
     error.__name__: error
-    for error in (resume.RunRefused, checkpoints.CheckpointError, RuntimeError)
+    for error in (resume.RunRefused, checkpoint_folders.CheckpointError, RuntimeError)
 }
 
 
@@ -83,7 +83,9 @@ def run_name(cfg: Config, framework: str, strategy: str, spec: ClusterSpec) -> s
 def _epoch(saved: object) -> Epoch:
     record = from_json(saved, where="checkpoint manifest")
     if not isinstance(record, Epoch):
-        raise checkpoints.CheckpointError(f"the manifest holds a {record.KIND} among its epochs")
+        raise checkpoint_folders.CheckpointError(
+            f"the manifest holds a {record.KIND} among its epochs"
+        )
     return record
 
 
@@ -160,7 +162,7 @@ class Run:
         where = f"{spec.node}:{trainer.device_type}:{trainer.device_name}"
         devices = collectives.gather_texts(where, **exchange(trainer))
         pids = [int(pid) for pid in collectives.gather_texts(str(os.getpid()), **exchange(trainer))]
-        resume_from = checkpoints.root(run_dir) / chosen if chosen else None
+        resume_from = checkpoint_folders.root(run_dir) / chosen if chosen else None
         run = cls(
             cfg,
             trainer,
@@ -191,7 +193,7 @@ class Run:
         of the earlier launches). Writes a resume record."""
         if self.resume_from is None:
             return 0, 0.0
-        manifest = checkpoints.read_manifest(self.resume_from)
+        manifest = checkpoint_folders.read_manifest(self.resume_from)
         self.trainer.load_checkpoint(self.resume_from)
         self.epochs[:] = [_epoch(saved) for saved in manifest["epoch_records"]]
         self.time_before_s = manifest["run_time_s"]
@@ -215,7 +217,7 @@ class Run:
         writes the manifest that makes it complete, and drops the oldest beyond
         train.keep_checkpoints."""
         trainer = self.trainer
-        folder = checkpoints.epoch_dir(self.run_dir, epoch)
+        folder = checkpoint_folders.epoch_dir(self.run_dir, epoch)
         if trainer.spec.is_chief:  # a folder of an abandoned later attempt: start it clean
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True)
@@ -224,7 +226,7 @@ class Run:
             trainer.save_checkpoint(folder)
         except BaseException as failure:  # torch's CheckpointException is a BaseException
             stopped = isinstance(failure, (KeyboardInterrupt, SystemExit))
-            if not stopped and (full := checkpoints.full_disk(folder)) is not None:
+            if not stopped and (full := checkpoint_folders.full_disk(folder)) is not None:
                 raise full from failure
             raise
         trainer.barrier()
@@ -236,8 +238,8 @@ class Run:
                 "run_time_s": self.total_time_s(),
                 "epoch_records": [to_json(record) for record in self.epochs],
             }
-            checkpoints.write_manifest(folder, epoch=epoch, extras=extras)
-            checkpoints.prune(self.run_dir, self.cfg.train.keep_checkpoints)
+            checkpoint_folders.write_manifest(folder, epoch=epoch, extras=extras)
+            checkpoint_folders.prune(self.run_dir, self.cfg.train.keep_checkpoints)
         trainer.barrier()
 
     def end(self, status: Status, error: str | None) -> bool:

@@ -18,7 +18,7 @@ from common.core.config.cli import RunOptions
 from common.core.config.config import HOW_NOT_WHAT, is_listed
 from common.core.config.config_io import CONFIG_FILENAME, flatten
 from common.core.records.records import METRICS_FILENAME
-from common.core.run import checkpoints, liveness
+from common.core.run import checkpoint_folders, liveness
 from common.launch.cluster import ClusterSpec, unique_stamp
 
 # Written into a run folder when it is created: which launch made it. A SLURM job may only go
@@ -217,10 +217,12 @@ def choose_checkpoint(
     are checkpoints and none is intact."""
     if not (options.resume or options.auto_resume):
         return {"folder": None}
-    folder = checkpoints.newest_intact(run_dir, warn)
+    folder = checkpoint_folders.newest_intact(run_dir, warn)
     if folder is None:
         if options.resume:
-            raise RunRefused(f"--resume: no complete checkpoint under {checkpoints.root(run_dir)}")
+            raise RunRefused(
+                f"--resume: no complete checkpoint under {checkpoint_folders.root(run_dir)}"
+            )
         saved = folder_identity(run_dir, current)
         found = conflicts(saved, current, held_in="the folder") if saved else []
         if found:
@@ -233,7 +235,7 @@ def choose_checkpoint(
             )
         set_aside(run_dir, warn)
         return {"folder": None}
-    found = conflicts(checkpoints.read_manifest(folder), current)
+    found = conflicts(checkpoint_folders.read_manifest(folder), current)
     if found:
         raise RunRefused(
             f"{folder} was written by another run than this launch describes; nothing was "

@@ -1,5 +1,5 @@
 """compare's projection (`--project 2,8,64 --links PROFILE`): every run priced at more workers
-by `common.report.projection`, as a table, a few sentences on where the order between runs
+by `common.report.projection_model`, as a table, a few sentences on where the order between runs
 changes, and one plot of the measured points over the projected bands."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.core.measure import links
-from common.report import projection
+from common.report import projection_model
 from common.report.looks import pyplot, style
 from common.report.runs import RecordedRun
 
@@ -17,7 +17,7 @@ from common.report.runs import RecordedRun
 @dataclass
 class Report:
     text: str
-    rows: list[projection.Projected] = field(default_factory=list)
+    rows: list[projection_model.Projected] = field(default_factory=list)
     measured: list[tuple[str, int, float]] = field(
         default_factory=list
     )  # label, workers, samples/s
@@ -70,7 +70,7 @@ def report(runs: list[RecordedRun], project: str, given: Path | None, results: l
         f"== projection with the link profile {path} ({profile.framework} "
         f"{profile.transport}, {profile.world_size} ranks on {hosts})"
     ]
-    caveats = [c for c in [projection.host_caveat(runs, profile)] if c]
+    caveats = [c for c in [projection_model.host_caveat(runs, profile)] if c]
     others = sorted({run.start.framework for run in runs} - {profile.framework})
     if others:
         caveats.append(
@@ -81,7 +81,7 @@ def report(runs: list[RecordedRun], project: str, given: Path | None, results: l
     header = ("run", "workers", "samples/s (no overlap .. full)", "scaling eff %", "comm ms/step")
     lines.append("{:>34}  {:>7}  {:>32}  {:>14}  {:>12}".format(*header))
     for run in runs:
-        rows, said = projection.project(run, profile, counts)
+        rows, said = projection_model.project(run, profile, counts)
         caveats += said
         timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
         if rows and timed:
@@ -98,7 +98,7 @@ def report(runs: list[RecordedRun], project: str, given: Path | None, results: l
     lines += [f"  > {sentence}" for sentence in _size_flips(runs, profile, counts)]
     lines += [f"  * caveat: {caveat}" for caveat in dict.fromkeys(caveats)]
     lines.append(
-        "  * a model's numbers (common.report.projection): compute from each run's own step, "
+        "  * a model's numbers (common.report.projection_model): compute from each run's own step, "
         "communication from its counted collectives at the profile's alpha and beta; no "
         "contention or congestion"
     )
@@ -113,7 +113,7 @@ def _shares(runs: list[RecordedRun], profile: links.LinkProfile) -> list[str]:
     for run in runs:
         traffic = next((e.traffic for e in reversed(run.epochs) if e.traffic), None)
         timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
-        comm = projection.communication_s(run, profile, run.start.world_size)
+        comm = projection_model.communication_s(run, profile, run.start.world_size)
         if not traffic or not timed or comm is None:
             continue
         train = [entry for entry in traffic if entry.phase == "train"]
@@ -141,7 +141,7 @@ def _flips(runs: list[RecordedRun], profile: links.LinkProfile, counts: list[int
             if own > world or len(group) < 2:
                 continue
             first, second = group[0], group[1]
-            at = projection.crossover(first, second, profile, world)
+            at = projection_model.crossover(first, second, profile, world)
             if at:
                 said.append(
                     f"At {world} workers, {_name(first)} and {_name(second)} trade places at "
@@ -187,7 +187,7 @@ def _projected_step(run: RecordedRun, profile: links.LinkProfile, world: int) ->
     """The run's projected step at `world` workers without overlap; None where it has none."""
     if world < run.start.world_size:
         return None
-    rows, _ = projection.project(run, profile, [world])
+    rows, _ = projection_model.project(run, profile, [world])
     return rows[0].step_slow_s if rows else None
 
 
