@@ -7,6 +7,7 @@ import signal
 
 import numpy as np
 
+from common.core.config import strategies
 from common.core.config.strategies import ParallelDims
 from common.core.measure import clocks, precision
 from common.core.measure.memory import MemoryUse
@@ -14,7 +15,8 @@ from common.launch import environment
 
 
 class NumpyTrainer:
-    framework, framework_version, strategy, precision = "numpy", np.__version__, "single", "fp64"
+    framework, framework_version, precision = "numpy", np.__version__, "fp64"
+    strategy = strategies.get("torch", "single")  # a registry entry of one rank, no wrapper
     train_clock = "numpy steps"
     device_type = device_name = "cpu"
     steps_per_epoch, global_batch = 4, 16

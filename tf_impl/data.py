@@ -98,7 +98,7 @@ class TfData:
             return
         # From a function: the dataset is taken as per-replica batches as built (no rebatching,
         # which experimental_distribute_dataset does even with auto-sharding off).
-        distributed = self.info.strategy.distribute_datasets_from_function(
+        distributed = self.info.distribution.distribute_datasets_from_function(
             lambda context: self._loader(epoch)
         )
         iterator = iter(distributed)

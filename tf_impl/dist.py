@@ -31,7 +31,9 @@ COMMUNICATION = {
 @dataclass(frozen=True)
 class DistInfo(cluster.RankView):
     spec: cluster.ClusterSpec
-    strategy: tf.distribute.Strategy
+    distribution: tf.distribute.Strategy
+    """TensorFlow's distribution strategy object (MultiWorkerMirroredStrategy); the suite's own
+    word `strategy` names a registry entry (`common.core.config.strategies`)."""
     device: str  # TensorFlow's name of the worker's one device: "GPU:0" or "CPU:0"
     device_type: str  # "cpu" or "gpu"
     device_name: str  # "cpu" or the GPU's name
@@ -142,7 +144,7 @@ def _all_reduce_fn(info: DistInfo):
                 # identity: a function input has no device, and the reduce needs one
                 return tf.distribute.get_replica_context().all_reduce("sum", tf.identity(local))
 
-            return info.strategy.run(replica_sum, args=(values,))
+            return info.distribution.run(replica_sum, args=(values,))
 
         info.compiled["all_reduce"] = reduce
     return info.compiled["all_reduce"]
@@ -154,7 +156,7 @@ def all_reduce_sum(values: np.ndarray, info: DistInfo) -> np.ndarray:
     if not info.distributed:
         return local.numpy()
     reduced = _all_reduce_fn(info)(local)
-    return info.strategy.experimental_local_results(reduced)[0].numpy()
+    return info.distribution.experimental_local_results(reduced)[0].numpy()
 
 
 def barrier(info: DistInfo) -> None:

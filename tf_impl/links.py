@@ -32,7 +32,7 @@ def timer(info: dist.DistInfo):
                         return context.all_gather(tf.identity(local), axis=0)
                     return context.all_reduce("sum", tf.identity(local))
 
-                return info.strategy.run(collective, args=(values,))
+                return info.distribution.run(collective, args=(values,))
 
             compiled[kind] = run
         return compiled[kind]
@@ -43,7 +43,7 @@ def timer(info: dist.DistInfo):
         dist.barrier(info)
         start = time.perf_counter()
         for _ in range(repeats):
-            info.strategy.experimental_local_results(run(values))[0].numpy()
+            info.distribution.experimental_local_results(run(values))[0].numpy()
         return (time.perf_counter() - start) / repeats
 
     return seconds

@@ -42,16 +42,16 @@ def all_reduce_seconds(size_bytes: int, iterations: int, info: dist.DistInfo) ->
             context = tf.distribute.get_replica_context()
             return context.all_reduce("sum", tf.identity(local)) / float(info.world_size)
 
-        return info.strategy.run(replica_fn, args=(value,))
+        return info.distribution.run(replica_fn, args=(value,))
 
     value = tf.ones([max(1, size_bytes // 4)], tf.float32)
     for _ in range(2):
-        value = info.strategy.experimental_local_results(reduce_once(value))[0]
+        value = info.distribution.experimental_local_results(reduce_once(value))[0]
     float(value[0])
     dist.barrier(info)
     start = time.perf_counter()
     for _ in range(iterations):
-        value = info.strategy.experimental_local_results(reduce_once(value))[0]
+        value = info.distribution.experimental_local_results(reduce_once(value))[0]
     float(value[0])  # waits for the last sum
     return (time.perf_counter() - start) / iterations
 

@@ -48,7 +48,7 @@ def graph_calls(concrete, ranks: int, elements_if_unknown: int = 0) -> list[Call
 
 
 def eval_calls(eval_step, data, info) -> list[Call]:
-    """The collectives of one evaluation pass (`tf_impl.steps.evaluate`): every batch's graph,
+    """The collectives of one evaluation pass (`tf_impl.step.evaluate`): every batch's graph,
     then the sum of the 3 totals over the workers."""
     images, labels, weights = next(iter(data.eval_batches()))
     batch = eval_step.get_concrete_function(images, labels, weights)

@@ -40,7 +40,7 @@ from tf_impl import checkpoint, dist, gemm, memory, traffic
 from tf_impl.data import TfData, build_dataset
 from tf_impl.model import build_model
 from tf_impl.optim import AgreedLossScaleOptimizer, build_optimizer, set_learning_rate
-from tf_impl.steps import evaluate, make_eval_step, make_train_step
+from tf_impl.step import evaluate, make_eval_step, make_train_step
 
 TRAIN_CLOCK = (
     "the epoch's training steps: batch fetch, forward, backward, gradient all-reduce, optimizer "
@@ -89,7 +89,7 @@ class TfTrainer(TrainerBase):
                 f"{precision.FORCE_OVERFLOW_VARIABLE} forces an fp16 overflow; it needs "
                 "tf.mixed_precision=fp16"
             )
-        self.steps = self.reported_skips = self.applied_before = 0
+        self.steps_taken = self.reported_skips = self.applied_before = 0
         self.counting: list[Call] | None = None  # collectives of the work count_calls runs
 
     def numerics(self) -> dict:
@@ -112,7 +112,7 @@ class TfTrainer(TrainerBase):
         self.data = build_dataset(cfg, info, self.dims)
         keras.mixed_precision.set_global_policy(POLICY[cfg.tf.mixed_precision])
         self.take_memory_baseline()
-        with info.strategy.scope():
+        with info.distribution.scope():
             self.model = build_model(cfg.net(), cfg.train.seed)
             self.optimizer = build_optimizer(cfg.optim)
             if cfg.tf.mixed_precision == "fp16":
@@ -123,7 +123,7 @@ class TfTrainer(TrainerBase):
                 )
             self.optimizer.build(self.model.trainable_variables)
         self.fault = tf.Variable(1.0, trainable=False) if self.overflow_at else None
-        self.step_fn, self.steps_fn = make_train_step(
+        self.compiled_step, self.compiled_steps = make_train_step(
             self.model,
             self.optimizer,
             info,
@@ -150,12 +150,12 @@ class TfTrainer(TrainerBase):
                 tf.gather(self.data.train_labels, indices),
             )
         images, labels = batch
-        self.steps += 1
+        self.steps_taken += 1
         if self.fault is not None:
-            self.fault.assign(float("inf") if self.steps in self.overflow_at else 1.0)
-        loss = self.step_fn(images, labels)
+            self.fault.assign(float("inf") if self.steps_taken in self.overflow_at else 1.0)
+        loss = self.compiled_step(images, labels)
         if self.counting is not None:  # the graph this call ran
-            concrete = self.step_fn.get_concrete_function(images, labels)
+            concrete = self.compiled_step.get_concrete_function(images, labels)
             self.counting += traffic.graph_calls(concrete, self.info.world_size)
         return loss if self.on_gpu else float(loss)  # float() waits for the step
 
@@ -168,11 +168,11 @@ class TfTrainer(TrainerBase):
         if self.cfg.data.pipeline != "tensor" or len(batches) < self.cfg.train.steps_per_call:
             return super().train_steps(batches, lrs)
         faults = [
-            float("inf") if self.steps + index + 1 in self.overflow_at else 1.0
+            float("inf") if self.steps_taken + index + 1 in self.overflow_at else 1.0
             for index in range(len(batches))
         ]
-        self.steps += len(batches)
-        losses = self.steps_fn(
+        self.steps_taken += len(batches)
+        losses = self.compiled_steps(
             tf.constant(np.stack(batches)),
             tf.constant(lrs, dtype=tf.float32),
             tf.constant(faults, dtype=tf.float32),
@@ -186,7 +186,7 @@ class TfTrainer(TrainerBase):
         if not isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
             return None
         # The inner optimizer counts only the steps it applied.
-        skipped = self.steps - (int(self.optimizer.iterations.numpy()) - self.applied_before)
+        skipped = self.steps_taken - (int(self.optimizer.iterations.numpy()) - self.applied_before)
         new, self.reported_skips = skipped - self.reported_skips, skipped
         return float(self.optimizer.dynamic_scale.numpy()), new
 

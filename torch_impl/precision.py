@@ -111,7 +111,7 @@ class Amp:
                 f"{precision.FORCE_OVERFLOW_VARIABLE} forces an fp16 overflow; it needs "
                 "torch.mixed_precision=fp16"
             )
-        self.steps = 0  # steps taken by this launch
+        self.steps_taken = 0  # steps taken by this launch
         self.applied = 0  # of those, steps the optimizer took (the scaler may skip one)
         self.reported_skips = 0
 
@@ -124,21 +124,26 @@ class Amp:
             return torch.autocast(device_type=self.device_type, dtype=self.dtype)
         return contextlib.nullcontext()
 
-    def backward_and_step(self, loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> None:
-        self.steps += 1
+    def scale(self, loss: torch.Tensor) -> torch.Tensor:
+        """What backward starts from: the loss, times the scale under fp16 loss scaling.
+
+        A forced fault (`FORCE_OVERFLOW_VARIABLE`) overflows as a real one would on this rank:
+        replicated gradients are summed before the scaler sees them, so an overflow in this
+        rank's backward reaches every rank; sharded ones are reduce-scattered, so it may land in
+        this rank's shard alone (`step` puts it there), and the scaler must tell the others."""
+        self.steps_taken += 1
         if self.scaler is None:
-            loss.backward()
+            return loss
+        if self.steps_taken in self.overflow_at and not self.sharded:
+            loss = loss * math.inf
+        return self.scaler.scale(loss)
+
+    def step(self, optimizer: torch.optim.Optimizer) -> None:
+        """The optimizer's step; under fp16, the scaler's: unscale, skip on inf/NaN, update."""
+        if self.scaler is None:
             optimizer.step()
             return
-        # The forced fault, as a real overflow on this rank shows: replicated gradients are
-        # summed before the scaler sees them, so an overflow in this rank's backward reaches
-        # every rank; sharded ones are reduce-scattered, so it may land in this rank's shard
-        # alone, and the scaler must tell the others.
-        forced = self.steps in self.overflow_at
-        if forced and not self.sharded:
-            loss = loss * math.inf
-        self.scaler.scale(loss).backward()
-        if forced and self.sharded:
+        if self.steps_taken in self.overflow_at and self.sharded:
             _overflow_own_shard(optimizer)
         self.scaler.step(optimizer)
         self.scaler.update()
@@ -147,7 +152,7 @@ class Amp:
         """(the scale now, steps skipped since the last call); None without loss scaling."""
         if self.scaler is None:
             return None
-        skipped = self.steps - self.applied
+        skipped = self.steps_taken - self.applied
         new, self.reported_skips = skipped - self.reported_skips, skipped
         return float(self.scaler.get_scale()), new
 

@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             walls.append(time.perf_counter() - start)
     found = split(profiler.key_averages(), args.steps, sum(walls))
     if info.is_chief:
-        label = f"torch {trainer.parallel.name} x{info.world_size}, {cfg.model.name}"
+        label = f"torch {trainer.strategy.name} x{info.world_size}, {cfg.model.name}"
         mean, median = 1000 * statistics.mean(walls), 1000 * statistics.median(walls)
         print(f"{label}: {mean:.2f} ms per step, median {median:.2f} (profiled); of the mean:")
         for name, ms in found.items():

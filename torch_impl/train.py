@@ -37,7 +37,7 @@ from common.launch.cluster import ClusterSpec
 from common.models import weights as model_weights
 from torch_impl import checkpoint, dist, gemm, memory, traffic
 from torch_impl.data import TorchData, build_dataset
-from torch_impl.optim import build_optimizer, implementation, set_learning_rate
+from torch_impl.optim import build_optimizer, implementation
 from torch_impl.parallel import (
     build_parallel,
     check_options,
@@ -46,6 +46,7 @@ from torch_impl.parallel import (
     wrap_units,
 )
 from torch_impl.precision import Amp, apply_tf32, determinism_settings
+from torch_impl.step import optimizer_step
 
 TRAIN_CLOCK = (
     "the epoch's training steps: batch fetch, forward, backward, gradient sync, optimizer step; "
@@ -94,17 +95,6 @@ HOW = {
 T = TypeVar("T")
 
 
-def train_step(model, optimizer, images: torch.Tensor, labels: torch.Tensor, amp: Amp):
-    """One optimizer step on this rank's batch. The loss is the mean over the rank's batch; DDP
-    and FSDP average gradients over the ranks, so the step follows the global-batch mean."""
-    optimizer.zero_grad(set_to_none=True)
-    with amp.forward_context():
-        logits = model(images)
-    loss = F.cross_entropy(logits.float(), labels)
-    amp.backward_and_step(loss, optimizer)
-    return loss.detach()
-
-
 @torch.no_grad()
 def evaluate(
     model, data: TorchData, info: dist.DistInfo, amp: Amp, sharding: str = "full_shard"
@@ -137,7 +127,7 @@ class TorchTrainer(TrainerBase):
     def __init__(self, cfg: Config, info: dist.DistInfo):
         super().__init__(cfg, info)
         self.precision = precision.LOW[cfg.torch.mixed_precision]
-        self.amp = Amp(cfg, self.parallel, info.device, info.rank)
+        self.amp = Amp(cfg, self.strategy, info.device, info.rank)
         self.on_cuda = info.device.type == "cuda"
         clock = CudaEventStepClock if self.on_cuda else HostStepClock
         self.train_clock = f"{TRAIN_CLOCK}; {clock.description}"
@@ -146,7 +136,7 @@ class TorchTrainer(TrainerBase):
             cfg.optim.name,
             cfg.torch.optimizer_impl,
             loss_scaling=cfg.torch.mixed_precision == "fp16",
-            strategy=self.parallel,
+            strategy=self.strategy,
         )
 
     def numerics(self) -> dict:
@@ -154,7 +144,7 @@ class TorchTrainer(TrainerBase):
             **self.shared_numerics(loss_scaling=self.amp.scaler is not None),
             "tf32_settings": self.tf32,
             "deterministic_settings": determinism_settings(),
-            "how": HOW[(self.parallel.precision_by, self.parallel.parameters)],
+            "how": HOW[(self.strategy.precision_by, self.strategy.parameters)],
             "optimizer_impl": self.optimizer_impl,
         }
 
@@ -171,11 +161,10 @@ class TorchTrainer(TrainerBase):
         return CudaEventStepClock() if self.on_cuda else HostStepClock(self.synchronize)
 
     def train_step(self, batch, lr: float) -> torch.Tensor:
-        set_learning_rate(self.optimizer, lr)
         images, labels = batch
-        # The rank's mean over its batch; the ranks' shares of the global mean add up to it.
-        loss = train_step(self.model, self.optimizer, images, labels, self.amp)
-        return loss / self.dims.dp_size
+        return optimizer_step(
+            self.model, self.optimizer, self.amp, images, labels, lr, self.dims.dp_size
+        )
 
     def evaluate(self) -> tuple[float, float]:
         return evaluate(self.model, self.data, self.info, self.amp, self.cfg.torch.sharding)
@@ -185,7 +174,7 @@ class TorchTrainer(TrainerBase):
         return traffic.counted(work, dims.replicate if dims.replicate > 1 else dims.world_size)
 
     def traffic_units(self) -> list[Unit]:
-        if not self.parallel.shards:
+        if not self.strategy.shards:
             return super().traffic_units()
         cfg, shapes = self.cfg, model_weights.parameter_shapes(self.cfg.net())
         wrapped = wrap_units(cfg.net(), cfg.torch.wrap, cfg.torch.auto_wrap_min_params)
@@ -197,7 +186,7 @@ class TorchTrainer(TrainerBase):
         return self.amp.loss_scaling()
 
     def replica_digest(self) -> float | None:
-        if self.parallel.shards:  # each rank holds its own shard
+        if self.strategy.shards:  # each rank holds its own shard
             return None
         held = itertools.chain(self.model.parameters(), self.model.buffers())
         with torch.no_grad():  # integer sums of the bit patterns: exact, in any order

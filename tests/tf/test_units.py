@@ -111,5 +111,5 @@ def test_an_epochs_shorter_last_call_traces_no_graph_of_its_own(digits):
     for start, end in ((0, 4), (4, 8), (8, 10), (0, 4), (4, 7)):
         losses = trainer.train_steps(plan[start:end], [0.001] * (end - start))
         assert len(losses) == end - start and all(np.isfinite(losses))
-    assert trainer.steps_fn.experimental_get_tracing_count() == 1
-    assert trainer.steps == 17
+    assert trainer.compiled_steps.experimental_get_tracing_count() == 1
+    assert trainer.steps_taken == 17

@@ -18,7 +18,7 @@ from typing import Any, Protocol, SupportsFloat, TypeVar
 
 import numpy as np
 
-from common.core.config.strategies import ParallelDims
+from common.core.config.strategies import ParallelDims, Strategy
 from common.core.measure.clocks import StepClock
 from common.core.measure.expected_traffic import Unit
 from common.core.measure.memory import MemoryUse
@@ -92,8 +92,9 @@ class Trainer(Protocol):
     framework: str
     """"torch" or "tf", as the run_start record names it."""
     framework_version: str
-    strategy: str
-    """The strategy's name (`common.core.config.strategies`)."""
+    strategy: Strategy
+    """The strategy's registry entry (`common.core.config.strategies.Strategy`); `.name` is its
+    name."""
     dims: ParallelDims
     """How the ranks divide the work; the global batch is split over `dims.dp_size` ranks."""
     precision: str

@@ -133,7 +133,7 @@ class Run:
         """Agree on the run's name, claim its folder, pick the checkpoint to go on from, then
         write run_start (collective). A refusal writes nothing."""
         spec = trainer.spec
-        proposed = run_name(cfg, trainer.framework, trainer.strategy, spec)
+        proposed = run_name(cfg, trainer.framework, trainer.strategy.name, spec)
         name = collectives.broadcast_text(proposed, **exchange(trainer))
         claimed = Path(cfg.output.dir) / name
         held: list[liveness.Held] = []  # the chief's lock of the folder
@@ -147,7 +147,7 @@ class Run:
         run_dir = Path(cfg.output.dir) / name
         identity = resume.identity(
             framework=trainer.framework,
-            strategy=trainer.strategy,
+            strategy=trainer.strategy.name,
             world_size=spec.world_size,
             config=to_dict(cfg),
         )

@@ -41,7 +41,7 @@ def run_start(
             "numpy": np.__version__,
             **trainer.versions(),
         },
-        strategy=trainer.strategy,
+        strategy=trainer.strategy.name,
         model=cfg.model.name,
         model_params=weights.parameter_count(cfg.net()),
         dataset=cfg.data.name,

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from common.core.config import strategies
 from common.core.config.cli import RunOptions
 from common.core.config.config import Config
 from common.core.measure import memory, precision, traffic
@@ -75,8 +74,9 @@ def train_epochs(
             (val_loss, val_accuracy), eval_calls = trainer.count_calls(trainer.evaluate)
             eval_s = time.perf_counter() - eval_start
             units = trainer.traffic_units()
-            strategy = strategies.get(trainer.framework, trainer.strategy)
-            sent = traffic.record(cfg, strategy, trainer.dims, units, train_calls, eval_calls)
+            sent = traffic.record(
+                cfg, trainer.strategy, trainer.dims, units, train_calls, eval_calls
+            )
         else:
             val_loss, val_accuracy = trainer.evaluate()
             eval_s = time.perf_counter() - eval_start

@@ -47,9 +47,8 @@ class TrainerBase:
         self.cfg, self.info, self.spec = cfg, info, info.spec
         self.device_type, self.device_name = info.device_type, info.device_name
         section = getattr(cfg, self.framework)
-        self.parallel = strategies.get(self.framework, section.strategy)
-        self.strategy = self.parallel.name
-        self.dims = self.parallel.dims(self.spec.world_size, self.spec.local_world_size, cfg)
+        self.strategy = strategies.get(self.framework, section.strategy)
+        self.dims = self.strategy.dims(self.spec.world_size, self.spec.local_world_size, cfg)
 
     @property
     def steps_per_epoch(self) -> int:
@@ -110,7 +109,7 @@ class TrainerBase:
                 loss_scaling=loss_scaling,
                 device_type=self.device_type,
             ),
-            "gradient_sync": self.parallel.gradient_sync,
+            "gradient_sync": self.strategy.gradient_sync,
             "mesh": {"replicate": self.dims.replicate, "shard": self.dims.shard},
             "batch_norm": precision.batch_norm(self.cfg.net()),
             "deterministic": self.cfg.dist.deterministic,

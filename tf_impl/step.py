@@ -1,0 +1,129 @@
+"""One optimizer step on this worker's batch (`optimizer_step`, the twin of
+`torch_impl.step.optimizer_step`), and the compiled calls that run it: one step a call, or several
+in one call for train.steps_per_call; then evaluation, and the evaluation pass over the test set.
+The training program (`tf_impl.train`) builds the calls once per run.
+
+What each part of a step means:
+  forward     the Keras model under the run's mixed-precision policy
+  loss        cross-entropy summed over the worker's batch and divided by the global batch
+              (`tf.nn.compute_average_loss`): the workers' shares add up to the global mean
+  fp16        `LossScaleOptimizer.scale_loss` multiplies it by the scale; `apply_gradients`
+              unscales, and skips the update when a gradient is inf or NaN (every worker the same)
+  backward    the tape's gradients of that scaled loss
+  update      `apply_gradients` sums the gradients over the workers (MWMS's all-reduce), then
+              applies the optimizer's step (no gradient clipping)
+"""
+
+from __future__ import annotations
+
+import functools
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tf_impl import dist
+from tf_impl.data import TfData
+
+
+def loss_and_gradients(model, optimizer, images, labels, global_batch: int, fault=None):
+    """A step's forward and backward: (this worker's share of the global mean loss, the
+    gradients of its scaled loss). `fault`, a variable, multiplies the scaled loss (inf forces an
+    overflow; `common.core.measure.precision.FORCE_OVERFLOW_VARIABLE`)."""
+    with tf.GradientTape() as tape:
+        logits = model(images, training=True)
+        per_example = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+        loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+        scaled = optimizer.scale_loss(loss)  # loss scaling under fp16, else the loss
+        if fault is not None:
+            scaled = scaled * tf.cast(fault, scaled.dtype)
+    return loss, tape.gradient(scaled, model.trainable_variables)
+
+
+def optimizer_step(model, optimizer, images, labels, global_batch: int, fault=None, xla=None):
+    """One step on this worker's batch, run by `strategy.run` on each replica; returns its share
+    of the global mean loss. `xla`: this run's `loss_and_gradients` compiled by XLA
+    (tf.jit_compile), called with the batch; the all-reduce inside apply_gradients cannot be
+    (MWMS's collective ops run outside XLA clusters), so the update stays outside it."""
+    if xla is not None:
+        loss, gradients = xla(images, labels)
+    else:
+        loss, gradients = loss_and_gradients(model, optimizer, images, labels, global_batch, fault)
+    # Keras sums the gradients over the workers: sum of (local sum / global batch) is the
+    # gradient of the global mean, as DDP's average of local means is.
+    optimizer.apply_gradients(list(zip(gradients, model.trainable_variables, strict=True)))
+    return loss
+
+
+def make_train_step(
+    model: keras.Model,
+    optimizer,
+    info: dist.DistInfo,
+    global_batch: int,
+    fault=None,
+    jit_compile: bool = False,
+    source: tuple = (),
+):
+    """`train_step`, one `optimizer_step` per call on every worker, and `train_steps`, several
+    steps over `source`, the preloaded (images, labels), in one call. `jit_compile`: the forward
+    and backward pass go through XLA in a tf.function of their own. Without XLA the forward is
+    traced straight into the step: batch normalization all-reduces its statistics inside the
+    forward, and TensorFlow refuses a cross-worker exchange (a merge_call) inside a nested
+    tf.function."""
+    xla = None
+    if jit_compile:
+        this_run = functools.partial(
+            loss_and_gradients, model, optimizer, global_batch=global_batch, fault=fault
+        )
+        xla = tf.function(this_run, jit_compile=True)
+
+    def replica_step(images, labels):
+        return optimizer_step(model, optimizer, images, labels, global_batch, fault, xla)
+
+    @tf.function
+    def train_step(images, labels):
+        per_replica = info.distribution.run(replica_step, args=(images, labels))
+        return info.distribution.experimental_local_results(per_replica)[0]
+
+    @tf.function
+    def train_steps(indices, lrs, faults):
+        """The steps whose samples are indices[i] of `source` (images, labels) at lrs[i],
+        unrolled in one graph (one trace per call length) as Keras's steps_per_execution runs
+        them: the same gathers and step as train_batches and train_step, no eager op between."""
+        losses = []
+        for index in range(indices.shape[0]):
+            optimizer.learning_rate.assign(lrs[index])
+            if fault is not None:
+                fault.assign(faults[index])
+            images, labels = (tf.gather(tensor, indices[index]) for tensor in source)
+            per_replica = info.distribution.run(replica_step, args=(images, labels))
+            losses.append(info.distribution.experimental_local_results(per_replica)[0])
+        return tf.stack(losses)
+
+    return train_step, train_steps
+
+
+def make_eval_step(model: keras.Model, jit_compile: bool = False):
+    @tf.function(jit_compile=jit_compile)
+    def eval_step(images, labels, weights):
+        logits = tf.cast(model(images, training=False), tf.float32)
+        losses = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+        correct = tf.cast(tf.equal(tf.argmax(logits, axis=1), labels), tf.float32)
+        return tf.stack(
+            [
+                tf.reduce_sum(losses * weights),
+                tf.reduce_sum(correct * weights),
+                tf.reduce_sum(weights),
+            ]
+        )
+
+    return eval_step
+
+
+def evaluate(eval_step, data: TfData, info: dist.DistInfo) -> tuple[float, float]:
+    """(mean loss, accuracy) over the whole test set, summed over the workers."""
+    totals = np.zeros(3)
+    for images, labels, weights in data.eval_batches():
+        totals += eval_step(images, labels, weights).numpy()
+    totals = dist.all_reduce_sum(totals, info)
+    return float(totals[0] / totals[2]), float(totals[1] / totals[2])
