@@ -3,6 +3,7 @@
 
 from typing import Any
 
+from common.core.config import strategies
 from common.core.config.config_io import load_config
 from common.core.measure import precision
 from common.core.records import metrics, provenance
@@ -19,7 +20,8 @@ SPEC = local_spec(2, master_port=1, tf_ports=(2, 3), launch_id="t")
 class RecordedTrainer:
     """What recorder.run_start reads of a trainer."""
 
-    framework, framework_version, strategy, precision = "torch", "2.13.0", "ddp", "fp32"
+    framework, framework_version, precision = "torch", "2.13.0", "fp32"
+    strategy = strategies.get("torch", "ddp")
     device_type = "cpu"
     spec = SPEC
 

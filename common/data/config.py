@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, StrictInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from pydantic import StrictStr as Text
-
-
-def _check(condition: bool, message: str) -> None:
-    if not condition:
-        raise ValueError(message)
 
 
 class DataConfig(BaseModel):
@@ -29,16 +24,9 @@ class DataConfig(BaseModel):
     output.dir. None: read data.dir directly."""
     pipeline: Literal["tensor", "loader"] = "tensor"
     """tensor: whole dataset preloaded, batches taken by index; loader: the framework's loader."""
-    loader_workers: StrictInt = 2
+    loader_workers: Annotated[StrictInt, Field(ge=0)] = 2
     """Loader pipeline: DataLoader worker processes (torch), map parallel calls (tf.data)."""
-    train_limit: StrictInt = 0
+    train_limit: Annotated[StrictInt, Field(ge=0)] = 0
     """Use only the first N training samples (0 = all 60,000); for tests and quick looks."""
-    test_limit: StrictInt = 0
+    test_limit: Annotated[StrictInt, Field(ge=0)] = 0
     """Use only the first N test samples (0 = all 10,000)."""
-
-    @model_validator(mode="after")
-    def _valid(self) -> Any:
-        _check(self.loader_workers >= 0, "data.loader_workers must be >= 0")
-        _check(self.train_limit >= 0, "data.train_limit must be >= 0 (0 means all samples)")
-        _check(self.test_limit >= 0, "data.test_limit must be >= 0 (0 means all samples)")
-        return self

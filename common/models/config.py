@@ -2,30 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 from pydantic import StrictStr as Text
 
+from common.core.config.rules import Says, require
 from common.models.zoo import MODELS
 
 
-def _check(condition: bool, message: str) -> None:
-    if not condition:
-        raise ValueError(message)
+def _names() -> str:
+    """model.name's description, from the registry: a new model shows without an edit here."""
+    listed = "; ".join(f"{name}: {entry.summary}" for name, entry in MODELS.items())
+    return f"One of `common.models.zoo.MODELS`: {listed}."
 
 
 class ModelConfig(BaseModel):
     # unknown keys refused, values frozen, field docstrings are the descriptions
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    name: Text = "mlp"
-    """One of `common.models.zoo.MODELS`: mlp (784-128-64-10), cnn (conv32-conv64-maxpool-
-    dropout-fc128-fc10, the PyTorch example), resnet8 (3 residual stages with batch
-    normalization)."""
-    hidden: tuple[StrictInt, ...] = (128, 64)
+    name: Text = Field(default="mlp", description=_names())
+    hidden: Annotated[
+        tuple[Annotated[StrictInt, Field(ge=1)], ...],
+        Field(min_length=1),
+        Says("is a list of one or more widths, each at least 1"),
+    ] = (128, 64)
     """The MLP's hidden widths, e.g. [4096, 4096] (20M parameters), [16384]*5 (1.1B)."""
-    width: StrictInt = 1
+    width: Annotated[StrictInt, Field(ge=1)] = 1
     """The CNN's and the ResNet's size: their channels and units times this (parameters x
     width^2: CNN 1.2M, ResNet-8 78k)."""
     dropout: StrictBool = True
@@ -34,18 +37,13 @@ class ModelConfig(BaseModel):
 
     @model_validator(mode="after")
     def _valid(self) -> Any:
-        _check(
-            len(self.hidden) >= 1 and all(size >= 1 for size in self.hidden),
-            f"model.hidden is a list of one or more widths >= 1, got {list(self.hidden)}",
-        )
-        _check(self.width >= 1, f"model.width must be >= 1, got {self.width}")
-        if self.name not in MODELS:
-            raise ValueError(f"model.name={self.name!r}: allowed: {', '.join(MODELS)}")
+        """A registered model, sized by its own key (a rule between keys)."""
+        require(self.name in MODELS, f"model.name={self.name!r}: allowed: {', '.join(MODELS)}")
         sized_by = MODELS[self.name].size_key
         for key in dict.fromkeys(entry.size_key for entry in MODELS.values()):
-            if key != sized_by and getattr(self, key) != type(self).model_fields[key].default:
-                users = [name for name, entry in MODELS.items() if entry.size_key == key]
-                raise ValueError(
-                    f"model.{key} sizes {', '.join(users)}; size {self.name} with model.{sized_by}"
-                )
+            users = [name for name, entry in MODELS.items() if entry.size_key == key]
+            require(
+                key == sized_by or getattr(self, key) == type(self).model_fields[key].default,
+                f"model.{key} sizes {', '.join(users)}; size {self.name} with model.{sized_by}",
+            )
         return self

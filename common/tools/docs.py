@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from common.core.config import strategies
+from common.core.config import rules, strategies
 from common.core.config.config import Config
 from common.core.records.fields import meaning
 from common.core.records.records import ENTRIES, KINDS
@@ -78,9 +78,10 @@ def config_page() -> str:
         HEADER,
         "",
         "Presets are YAML files in `configs/`; any key can be overridden on the command line, "
-        "`--set optim.lr=0.01`. Unknown keys and wrong types are refused with the key, the value "
-        "and what is allowed. Every run folder gets the resolved `config.yaml`, and its hash goes "
-        "into the metrics. The `torch` and `tf` sections hold what exists in one framework only.",
+        "`--set optim.lr=0.01`. Unknown keys, wrong types and values out of bounds (the type "
+        "column says them) are refused with the key, the value and what is allowed. Every run "
+        "folder gets the resolved `config.yaml`, and its hash goes into the metrics. The `torch` "
+        "and `tf` sections hold what exists in one framework only.",
     ]
     for section, spec in Config.model_fields.items():
         model = spec.annotation
@@ -94,7 +95,9 @@ def config_page() -> str:
             "|---|---|---|---|",
         ]
         for name, field in model.model_fields.items():
-            row = [f"`{section}.{name}`", type_name(field.annotation), _default(field)]
+            bounds = rules.allowed(field)
+            kind = type_name(field.annotation) + (f"; {bounds}" if bounds else "")
+            row = [f"`{section}.{name}`", kind, _default(field)]
             lines.append("| " + " | ".join(map(_cell, [*row, field.description or ""])) + " |")
     return "\n".join(lines) + "\n"
 
@@ -151,10 +154,9 @@ def records_page() -> str:
         for name, field in kind.model_fields.items():
             said = meaning(kind, name)
             flags = ["added" if said.added else "", "may diverge" if said.diverges else ""]
-            allowed = f" ({', '.join(said.choices)})" if said.choices else ""
             row = [
                 f"`{name}`",
-                type_name(field.annotation) + allowed,
+                type_name(field.annotation),
                 ", ".join(flag for flag in flags if flag),
                 field.description or "",
             ]

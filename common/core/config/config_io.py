@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from common.core.config import rules
 from common.core.config.config import Config
 
 CONFIG_FILENAME = "config.yaml"
@@ -55,6 +56,9 @@ def _explain(error: ValidationError) -> str:
     key = where[0] + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in where[1:])
     if kind == "value_error":  # a key's own check (a number that is not finite)
         return f"{key}: {said}"
+    if kind in rules.CONSTRAINT_ERRORS:  # a bound or pattern the field declares
+        at = "".join(f"[{part}]" for part in where[2:])  # an item of a list key
+        return rules.refusal(key.removesuffix(at), _field(where), value, at)
     if kind == "model_type":
         return f"config section {where[0]!r} must be a mapping of keys"
     if kind == "literal_error":

@@ -3,20 +3,15 @@ only, kept apart from the shared sections (`common.core.config.config`)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
 from pydantic import StrictStr as Text
 
 from common.core.config import strategies
 
 # Every section: unknown keys refused, values frozen, field docstrings are the descriptions.
 SECTION = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise ValueError(message)
 
 
 class TorchConfig(BaseModel):
@@ -29,7 +24,7 @@ class TorchConfig(BaseModel):
     sharding: Literal["full_shard", "shard_grad_op", "no_shard"] = "full_shard"
     """FSDP sharding: fsdp2 and hsdp map full_shard/shard_grad_op to reshard_after_forward=
     True/False."""
-    hsdp_shard_size: StrictInt = 0
+    hsdp_shard_size: Annotated[StrictInt, Field(ge=0)] = 0
     """hsdp: ranks per shard group (the parameters are sharded within a group and replicated
     across groups); 0: the ranks of one node."""
     wrap: Literal["layer", "size"] = "layer"
@@ -39,7 +34,7 @@ class TorchConfig(BaseModel):
     one fully_shard per block); size: a layer becomes a unit when it holds at least
     auto_wrap_min_params parameters and the rest stay with the root (FSDP1's size policy),
     fewer and larger collectives, faster on small models."""
-    auto_wrap_min_params: StrictInt = 100_000
+    auto_wrap_min_params: Annotated[StrictInt, Field(ge=1)] = 100_000
     """torch.wrap=size: the parameter count from which a layer is a unit of its own."""
     mixed_precision: Literal["none", "bf16", "fp16"] = "none"
     """Compute dtype on every strategy (autocast for single/ddp, FSDP's mixed-precision policy);
@@ -59,13 +54,13 @@ class TorchConfig(BaseModel):
     pin_memory: StrictBool = True
     """Pinned host buffers (loader pipeline, CPU offload); needs CUDA."""
 
-    @model_validator(mode="after")
-    def _valid(self) -> Any:
-        _require(self.auto_wrap_min_params >= 1, "torch.auto_wrap_min_params must be >= 1")
-        _require(self.hsdp_shard_size >= 0, "torch.hsdp_shard_size must be >= 0 (0: a node)")
-        if self.strategy != strategies.AUTO:
-            strategies.get("torch", self.strategy)
-        return self
+    @field_validator("strategy")
+    @classmethod
+    def _registered(cls, name: str) -> Any:
+        """A name of the registry (its error names them all), or auto."""
+        if name != strategies.AUTO:
+            strategies.get("torch", name)
+        return name
 
 
 class TfConfig(BaseModel):
@@ -83,7 +78,9 @@ class TfConfig(BaseModel):
     (tf.function(jit_compile=True)); the gradient all-reduce and the optimizer update stay
     outside, where MultiWorkerMirroredStrategy's collectives run."""
 
-    @model_validator(mode="after")
-    def _valid(self) -> Any:
-        strategies.get("tf", self.strategy)
-        return self
+    @field_validator("strategy")
+    @classmethod
+    def _registered(cls, name: str) -> Any:
+        """A name of the registry (its error names them all)."""
+        strategies.get("tf", name)
+        return name

@@ -10,15 +10,16 @@ per rank is derived from it and the group's size (`wire_bytes`), the same way on
 
 from __future__ import annotations
 
+import typing
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 from common.core.config.strategies import ParallelDims, Strategy
 from common.core.measure.expected_traffic import Expected, Unit
-from common.core.records.entries import TrafficEntry
+from common.core.records.entries import Collective, Phase, TrafficEntry
 
-KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+KINDS: tuple[Collective, ...] = typing.get_args(Collective)
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def wire_bytes(kind: str, payload: float, ranks: int) -> float:
 
 
 def entries(
-    phase: str, calls: list[Call], per: int, expected: list[Expected] | None
+    phase: Phase, calls: list[Call], per: int, expected: list[Expected] | None
 ) -> list[TrafficEntry]:
     """The record's entries of one phase: `calls` counted over `per` steps (or batches), by
     kind, each beside the expected calls and payload (None: no expectation for the phase)."""

@@ -3,17 +3,19 @@ module of their own (`common.core.records.records` holds the records themselves)
 
 from __future__ import annotations
 
+from typing import Literal
+
 from common.core.records.fields import Fields, doc
+
+Phase = Literal["train", "eval"]
+Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "broadcast"]
 
 
 class TrafficEntry(Fields):
-    phase: str = doc(
-        "train: per optimizer step; eval: per evaluation pass over the test set",
-        choices=("train", "eval"),
+    phase: Phase = doc(
+        "train: per optimizer step; eval: per evaluation pass over the test set", choice=True
     )
-    kind: str = doc(
-        "the collective", choices=("all_reduce", "all_gather", "reduce_scatter", "broadcast")
-    )
+    kind: Collective = doc("the collective", choice=True)
     calls: float = doc("how many the rank issued, per step (train) or per pass (eval)")
     payload_bytes: float = doc(
         "bytes of the tensors the rank handed to them, per step or pass: the whole buffer of "

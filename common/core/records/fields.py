@@ -18,18 +18,16 @@ class Meaning:
     """A field's metadata beyond its type, and how it shows in the JSON Schema. `added`: absent
     from files written before it (read as None; when written, null only if `nullable`).
     `diverges`: NaN and infinity are valid values (a diverged loss); every other float must be
-    finite. `choices`: the values a string may take."""
+    finite. The values a string may take are its `Literal` type's."""
 
-    def __init__(self, added: bool, nullable: bool, diverges: bool, choices: tuple[str, ...]):
-        self.added, self.nullable, self.diverges, self.choices = added, nullable, diverges, choices
+    def __init__(self, added: bool, nullable: bool, diverges: bool):
+        self.added, self.nullable, self.diverges = added, nullable, diverges
 
     def __call__(self, schema: dict[str, Any]) -> None:
         schema.pop("title", None)
         schema.pop("default", None)
         if self.diverges:
             schema["description"] += DIVERGED
-        if self.choices:
-            schema["enum"] = list(self.choices)
         if self.added and not self.nullable and "anyOf" in schema:
             (kept,) = [part for part in schema.pop("anyOf") if part != {"type": "null"}]
             schema.update(kept)
@@ -41,7 +39,7 @@ def doc(
     added: bool = False,
     nullable: bool = False,
     diverges: bool = False,
-    choices: tuple[str, ...] = (),
+    choice: bool = False,
 ) -> Any:
     """A field with its meaning (see `Meaning`), checked strictly (the items of a list or a
     dict are checked by their own annotation: StrictFloat, a record entry ...)."""
@@ -49,9 +47,9 @@ def doc(
     return Field(
         default=default,
         description=text,
-        strict=True,
+        strict=None if choice else True,  # a Literal admits its own values only
         allow_inf_nan=True if diverges else None,
-        json_schema_extra=Meaning(added, nullable, diverges, choices),
+        json_schema_extra=Meaning(added, nullable, diverges),
     )
 
 
@@ -70,9 +68,9 @@ class Fields(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _null_and_choices(cls, raw: Any, info: ValidationInfo) -> Any:
-        """Choices always; null for a field that cannot be null only when reading a file
-        (`context=READING`): in code, None means unknown, and the record leaves it out."""
+    def _null(cls, raw: Any, info: ValidationInfo) -> Any:
+        """Null for a field that cannot be null, only when reading a file (`context=READING`):
+        in code, None means unknown, and the record leaves it out."""
         if not isinstance(raw, dict):
             return raw
         for name in cls.model_fields:
@@ -82,6 +80,4 @@ class Fields(BaseModel):
                 continue
             if info.context == READING and value is None and said.added and not said.nullable:
                 raise PydanticCustomError("not_null", "{name} is not null", {"name": name})
-            if said.choices and value not in said.choices:
-                raise PydanticCustomError("choice", "{name}: one of", {"name": name})
         return raw

@@ -64,7 +64,7 @@ def _message(error: dict[str, Any], kind: type[BaseModel], raw: Any, where: str)
     """pydantic's first error as the reader's one line."""
     loc, value = list(error["loc"]), error["input"]
     place, owner = where, kind
-    if error["type"] in ("not_null", "choice"):
+    if error["type"] == "not_null":
         loc.append(error["ctx"]["name"])
     while len(loc) > 1:  # into a list of entries: "where memory[1]: field 'rank' ..."
         name, index, *loc = loc
@@ -72,7 +72,7 @@ def _message(error: dict[str, Any], kind: type[BaseModel], raw: Any, where: str)
         owner = _item_kind(owner, name)
         raw = raw[name][index]
     name = str(loc[0]) if loc else "?"
-    if error["type"] in ("not_null", "choice"):
+    if error["type"] == "not_null":
         value = raw.get(name) if isinstance(raw, dict) else None
     said = f"{place}: field '{name}'"
     kind_of_error = error["type"]
@@ -80,8 +80,8 @@ def _message(error: dict[str, Any], kind: type[BaseModel], raw: Any, where: str)
         return f"{said} is missing"
     if kind_of_error == "finite_number":
         return f"{said} is {value}, expected a finite number"
-    if kind_of_error in ("choice", "literal_error"):
-        choices = meaning(owner, name).choices or _literal(owner, name)
+    if kind_of_error == "literal_error":
+        choices = _literal(owner, name)
         return f"{said} is {quote(value)}, expected one of {', '.join(map(repr, choices))}"
     if kind_of_error == "not_null":
         return f"{said} is null, expected {_annotation(owner, name)}"

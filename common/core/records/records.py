@@ -20,7 +20,7 @@ accepts files written before it (None).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import StrictFloat, StrictInt
 
@@ -32,6 +32,10 @@ SCHEMA_VERSION = 1
 METRICS_FILENAME = "metrics.jsonl"
 Status = Literal["success", "failed", "aborted", "diverged"]
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
+if TYPE_CHECKING:
+    StrategyName = str
+else:  # the registry's names, for the schema's enum: a new strategy needs no edit here
+    StrategyName = Literal[strategies.names()]
 
 
 class RunStart(Fields):
@@ -44,8 +48,8 @@ class RunStart(Fields):
     versions: dict[str, str] = doc(
         "versions of python, numpy and the framework's libraries (CUDA, NCCL, Keras ...)"
     )
-    strategy: str = doc(
-        "the strategy that ran (common.core.config.strategies)", choices=strategies.names()
+    strategy: StrategyName = doc(
+        "the strategy that ran (common.core.config.strategies)", choice=True
     )
     model: str = doc("the model's name (common.models)")
     dataset: str = doc("mnist, or synthetic (data.name)")
@@ -202,11 +206,11 @@ class Epoch(Fields):
 class RunEnd(Fields):
     KIND: ClassVar[str] = "run_end"
     time: str = doc("UTC time the record was written, ISO 8601 with milliseconds")
-    status: str = doc(
+    status: Status = doc(
         "success; failed; aborted (stopped on purpose: a signal, --stop-after-epoch, "
         "preemption); diverged (a train or val loss became NaN or infinite: the run went on to "
         "its end, or stopped there with train.stop_on_divergence)",
-        choices=STATUSES,
+        choice=True,
     )
     epochs_completed: int = doc("epochs with a record, earlier launches included")
     total_time_s: float = doc(
