@@ -31,7 +31,7 @@ from torch.profiler import ProfilerActivity, profile
 from common.core.config import config_io
 from common.core.measure.devices import resolve_eval_batch
 from common.launch import environment
-from torch_impl import dist
+from torch_impl import dist, traffic
 from torch_impl.parallel import resolve_strategy
 from torch_impl.train import TorchTrainer
 
@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         trainer.train_step(next(batches), lr)
     dist.synchronize(info)
     walls = []
+    traffic.quiet_profiler()
     with profile(activities=[ProfilerActivity.CPU]) as profiler:
         for _ in range(args.steps):
             start = time.perf_counter()

@@ -8,6 +8,7 @@ bytes are those of the tensor the rank hands it. An op given a list of tensors (
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -28,6 +29,8 @@ KINDS = {
     "broadcast_": "broadcast",
 }
 BACKENDS = ("gloo:", "nccl:", "ucc:", "mpi:")
+# libkineto's ILoggerObserver levels: VERBOSE 0, INFO 1, WARNING 2, STAGE 3, ERROR 4, USDT 5
+QUIET_KINETO = "6"
 ITEMSIZE = {"float": 4, "double": 8, "c10::BFloat16": 2, "c10::Half": 2, "long int": 8, "int": 4}
 
 
@@ -35,9 +38,18 @@ def _elements(shape: Any) -> int:
     return math.prod(shape) if shape else 0
 
 
+def quiet_profiler() -> None:
+    """Kineto, torch's profiler library, logs a line at each profiler start and stop (its USDT
+    level, above ERROR, so no lower level hides it): every counted epoch, on every rank. Unless
+    the user set KINETO_LOG_LEVEL (to see them, 5 or below), it is set above them all; Kineto
+    reads it when the first profiler starts."""
+    os.environ.setdefault("KINETO_LOG_LEVEL", QUIET_KINETO)
+
+
 def counted(work: Callable[[], T], all_reduce_group: int) -> tuple[T, list[Call]]:
     """work()'s result and the collectives it issued; `all_reduce_group`: the ranks an
     all-reduce spans (an all-gather's or reduce-scatter's group shows in its sizes)."""
+    quiet_profiler()
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as profiler:
         result = work()
     events = sorted(profiler.events(), key=lambda event: event.time_range.start)

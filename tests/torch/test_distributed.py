@@ -60,8 +60,17 @@ def strategy_runs(tmp_path_factory):
             train_command(nproc, settings, []), capture_output=True, text=True, timeout=600
         )
         assert done.returncode == 0, done.stdout + done.stderr
+        (root / f"{strategy}.out").write_text(done.stdout + done.stderr)
         runs[strategy] = root / strategy
     return runs
+
+
+def test_the_traffic_count_prints_no_profiler_lines(strategy_runs):
+    """Every multi-rank run counts its collectives with torch's profiler; Kineto's USDT lines
+    (profiler_start, profiler_stop) are its noise, not the run's output."""
+    for strategy, run_dir in strategy_runs.items():
+        output = (run_dir.parent / f"{strategy}.out").read_text()
+        assert "USDT" not in output and "profiler_st" not in output, (strategy, output[-2000:])
 
 
 def test_every_strategy_trains_and_its_loss_falls(strategy_runs):
