@@ -35,6 +35,17 @@ def _count(env: Mapping[str, str], name: str) -> int:
     return int(value)
 
 
+def _index(env: Mapping[str, str], name: str) -> int:
+    """A 0-based index the operator sets (PET_NODE_RANK), 0 where unset."""
+    value = env.get(name, "0") or "0"
+    if not value.isdigit():
+        raise ClusterError(
+            f"{name}={value!r} is not an index of 0 or more: the operator sets it to the pod's "
+            "node index; unset it, or give a number"
+        )
+    return int(value)
+
+
 def processes_per_pod(env: Mapping[str, str]) -> int:
     """PET_NPROC_PER_NODE as a number (1 where unset); 'auto' and other words refused."""
     if "PET_NPROC_PER_NODE" not in env:
@@ -73,7 +84,7 @@ def node_host(master: str, node: int) -> str:
 
 def from_trainjob(env: Mapping[str, str]) -> ClusterSpec:
     """One process per pod of a TrainJob, started without torchrun (TensorFlow)."""
-    nodes, node = _count(env, "PET_NNODES"), int(env.get("PET_NODE_RANK", "0") or 0)
+    nodes, node = _count(env, "PET_NNODES"), _index(env, "PET_NODE_RANK")
     if processes_per_pod(env) != 1:
         raise ClusterError(
             f"PET_NPROC_PER_NODE={env['PET_NPROC_PER_NODE']}: without torchrun a pod runs one "

@@ -48,6 +48,12 @@ def test_a_pytorchjob_pod_of_one_process_takes_rank_from_the_pod():
         ({**TRAINJOB, "PET_MASTER_ADDR": "10.0.0.5"}, "not a JobSet name"),
         ({**PYTORCHJOB, "PET_NPROC_PER_NODE": "2"}, "RANK=1 is the pod's index.*torchrun"),
         ({**PYTORCHJOB, "RANK": "2"}, "rank 2 is outside 0..1"),
+        ({**TRAINJOB, "PET_NODE_RANK": "abc"}, "PET_NODE_RANK='abc' is not an index of 0 or more"),
+        ({**TRAINJOB, "PET_NODE_RANK": "-1"}, "PET_NODE_RANK='-1' is not an index of 0 or more"),
+        ({**TRAINJOB, "PET_NNODES": "x"}, "PET_NNODES='x' is not a count of 1 or more"),
+        ({**TRAINJOB, "PET_NPROC_PER_NODE": "two"}, "PET_NPROC_PER_NODE='two'.*give a number"),
+        ({**TRAINJOB, "PET_MASTER_PORT": "abc"}, "PET_MASTER_PORT='abc'"),
+        ({**PYTORCHJOB, "PET_NPROC_PER_NODE": "x"}, "PET_NPROC_PER_NODE='x'.*give a number"),
     ],
 )
 def test_what_cannot_work_is_named_with_its_fix(env, message):

@@ -15,6 +15,14 @@ from tests.launching import in_private_mount
 
 TORCHRUN = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
 TORCHRUN_ADDR = {**TORCHRUN, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555"}
+# What a Kubeflow TrainJob sets in a pod started without torchrun (common.launch.kubeflow).
+TRAINJOB = {
+    "PET_NNODES": "2",
+    "PET_NPROC_PER_NODE": "1",
+    "PET_NODE_RANK": "0",
+    "PET_MASTER_ADDR": "mnist-node-0-0.mnist",
+    "PET_MASTER_PORT": "29500",
+}
 PRESET = str(Path(__file__).resolve().parents[2] / "configs" / "mlp_adam.yaml")
 SMALL = ["data.train_limit=1280", "data.test_limit=500", "train.epochs=1"]
 
@@ -68,6 +76,10 @@ ENVIRONMENTS = {
         ["TF_CONFIG", "7", "host:port"],
     ),
     "negative cores": ({"SLURM_CPUS_PER_TASK": "-5"}, ["SLURM_CPUS_PER_TASK=-5", "--cpus"]),
+    "trainjob node rank": (
+        {**TRAINJOB, "PET_NODE_RANK": "abc"},
+        ["PET_NODE_RANK='abc'", "index of 0 or more"],
+    ),
 }
 
 
