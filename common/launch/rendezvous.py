@@ -5,15 +5,17 @@ TensorFlow's MultiWorkerMirroredStrategy waits forever for a worker that never s
 on the chief's rendezvous port (`ClusterSpec.master_port`, which TF itself does not use):
 
   chief    listens, acknowledges each hello at once ("arrived"), and when all are in, answers
-           every rank "go".
-           It tries `attempts` times, `timeout_s` each, printing the missing ranks after each
-           attempt; after the last one it answers "abort" with their names and raises.
+           every rank "go". It waits timeout_s in all, in `attempts` equal parts, printing the
+           missing ranks after each; after the last one it answers "abort" with their names and
+           raises.
   others   connect (retrying while the chief is not up yet), say their rank, wait for the
-           acknowledgement (timeout_s), then for the answer.
+           acknowledgement, then for the answer: timeout_s in all, and GRACE_S more for the
+           chief's own verdict, which comes first.
 
-So a missing worker is named in a clear error after at most attempts x timeout_s, on every rank,
-and a rank that reached something that accepts connections but never answers (a stopped chief,
-a stale process holding the port) says so after timeout_s (`what_is_at` tells which it was).
+So the whole start-up is bounded by dist.startup_timeout_s (and GRACE_S), whatever the number of
+attempts (as torch's store is, `torch_impl.dist`): a missing worker is named on every rank, and a
+rank that reached something that accepts connections but never answers (a stopped chief, a stale
+process holding the port) says so (`what_is_at` tells which it was).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 from common.launch.cluster import ClusterSpec
 
 RETRY_S = 0.2
+GRACE_S = 2.0  # how long past timeout_s a worker waits for the chief's verdict
 PROBE_S = 2.0  # how long `what_is_at` waits for a TCP connection
 SILENT = "a process there accepts connections but never answers"
 
@@ -88,8 +91,9 @@ def _serve(spec: ClusterSpec, timeout_s: float, attempts: int) -> None:
     server.settimeout(RETRY_S)
     arrived: dict[int, socket.socket] = {}
     try:
+        part = timeout_s / attempts  # the chief says who is missing after each part
         for attempt in range(1, attempts + 1):
-            deadline = time.monotonic() + timeout_s
+            deadline = time.monotonic() + part
             while len(arrived) < spec.world_size - 1 and time.monotonic() < deadline:
                 try:
                     connection, _ = server.accept()
@@ -108,16 +112,16 @@ def _serve(spec: ClusterSpec, timeout_s: float, attempts: int) -> None:
                     _send(connection, {"go": True})
                 return
             print(
-                f"rendezvous attempt {attempt}/{attempts}: after {timeout_s:g} s still waiting "
-                f"for {_describe(spec, missing)}",
+                f"rendezvous attempt {attempt}/{attempts}: after {attempt * part:g} s of "
+                f"dist.startup_timeout_s={timeout_s:g} s still waiting for "
+                f"{_describe(spec, missing)}",
                 file=sys.stderr,
                 flush=True,
             )
         message = (
             f"{_describe(spec, missing)} did not reach the chief at "
-            f"{spec.master_addr}:{spec.master_port} in {attempts} attempts of "
-            f"dist.startup_timeout_s={timeout_s:g} s; check that every task started and can "
-            "reach the first node"
+            f"{spec.master_addr}:{spec.master_port} within dist.startup_timeout_s={timeout_s:g} s "
+            f"({attempts} attempts); check that every task started and can reach the first node"
         )
         for connection in arrived.values():
             _send(connection, {"go": False, "error": message})
@@ -129,7 +133,7 @@ def _serve(spec: ClusterSpec, timeout_s: float, attempts: int) -> None:
 
 
 def _join(spec: ClusterSpec, timeout_s: float, attempts: int) -> None:
-    deadline = time.monotonic() + timeout_s * attempts + 5.0  # the chief decides first
+    deadline = time.monotonic() + timeout_s + GRACE_S  # the chief decides first
     address = (spec.master_addr, spec.master_port)
     while True:
         try:
@@ -139,11 +143,11 @@ def _join(spec: ClusterSpec, timeout_s: float, attempts: int) -> None:
             if time.monotonic() > deadline:
                 raise RendezvousError(
                     f"rank {spec.rank}: the chief at {address[0]}:{address[1]} did not answer "
-                    f"within {attempts} x dist.startup_timeout_s={timeout_s:g} s ({error})"
+                    f"within dist.startup_timeout_s={timeout_s:g} s ({error})"
                 ) from None
             time.sleep(RETRY_S)
     with connection:
-        connection.settimeout(timeout_s)  # a live chief acknowledges at once
+        connection.settimeout(max(1.0, deadline - time.monotonic()))  # a live chief: at once
         answers = connection.makefile()
         try:
             _send(connection, {"rank": spec.rank})

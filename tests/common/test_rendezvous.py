@@ -42,9 +42,9 @@ def test_a_missing_worker_is_named_on_every_rank_after_the_attempts():
     outcomes = _run_ranks([0, 1], world=3, port=port, timeout_s=1.0, attempts=2)
     waited = time.monotonic() - started
     assert "worker 2 (localhost:40003)" in outcomes[0]
-    assert "in 2 attempts" in outcomes[0]
+    assert "within dist.startup_timeout_s=1 s (2 attempts)" in outcomes[0]
     assert "the chief gave up" in outcomes[1] and "worker 2" in outcomes[1]
-    assert 1.9 < waited < 10
+    assert 0.9 < waited < 10  # the timeout in all, not per attempt
 
 
 def test_a_worker_without_a_chief_gives_up_in_bounded_time():

@@ -84,6 +84,31 @@ def test_a_rank_facing_a_silent_listener_gives_up_in_time_and_says_so(
 
 
 @pytest.mark.parametrize("module", MODULES)
+def test_a_worker_whose_chief_never_starts_gives_up_within_the_startup_timeout(module, tmp_path):
+    """dist.startup_timeout_s bounds the whole start-up, whatever dist.startup_retries says:
+    TensorFlow's worker once waited retries x timeout (4 x 5 s here, then 5 s more)."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]  # free once closed: nobody listens there
+    settings = [
+        *SETTINGS,
+        f"dist.startup_timeout_s={STARTUP_S}",
+        "dist.startup_retries=4",
+        f"output.dir={tmp_path}",
+    ]
+    command = train_command(module, 0, settings, ["--quiet"])
+    started = time.monotonic()
+    done = subprocess.run(
+        command, env=rank_env(1, port), capture_output=True, text=True, timeout=120
+    )
+    took = time.monotonic() - started
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert len(errors) == 1 and f"127.0.0.1:{port}" in errors[0], done.stderr
+    assert f"dist.startup_timeout_s={STARTUP_S}" in errors[0], errors[0]
+    assert took < STARTUP_S + 15, took  # the framework's import, the timeout, a grace
+
+
+@pytest.mark.parametrize("module", MODULES)
 def test_a_chief_whose_port_is_taken_names_the_port(module, silent_listener, tmp_path):
     done, errors, _ = start_rank(module, 0, silent_listener, tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr

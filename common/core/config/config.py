@@ -185,9 +185,11 @@ class DistConfig(BaseModel):
     timeout_s: Timeout = 120.0
     """Longest wait in one collective before the run fails instead of hanging."""
     startup_timeout_s: Timeout = 120.0
-    """Longest wait for all workers to join at start-up."""
+    """Longest wait for all workers to join at start-up: the whole start-up, on both frameworks,
+    whatever startup_retries says (a rank gives up a few seconds after it)."""
     startup_retries: Annotated[StrictInt, Field(ge=1)] = 3
-    """Start-up attempts before giving up and naming the unreachable workers."""
+    """How many times within dist.startup_timeout_s the chief names the workers still missing
+    (TensorFlow's rendezvous, in equal parts of the timeout); the last time it gives up."""
     tf32: StrictBool = False
     """TF32 for fp32 matmuls and convolutions on GPUs that have it (Ampere on), set on both
     sides: TensorFlow enables it by default and torch only for convolutions, so leaving each
