@@ -197,14 +197,22 @@ def _from_slurm(env: Mapping[str, str]) -> ClusterSpec:
     )
 
 
+def _free_of_tasks(ports: tuple[int, ...]) -> int:
+    """The rendezvous port of a TF_CONFIG cluster: the first above rank 0's TensorFlow port that
+    no task of the cluster uses (two tasks of one host may hold consecutive ports), else the
+    first such below it."""
+    taken = set(ports)
+    above = (port for port in range(ports[0] + 1, 65536) if port not in taken)
+    below = (port for port in range(ports[0] - 1, 0, -1) if port not in taken)
+    return next(above, None) or next(below)
+
+
 def _from_tf_config(env: Mapping[str, str]) -> ClusterSpec:
     """TF_CONFIG alone (a Kubeflow TFJob): one process per task. The rendezvous is on rank
-    0's host, one port above its TensorFlow port unless MASTER_PORT says (a pod has ports of
-    its own)."""
+    0's host, at MASTER_PORT if set, else the first port above rank 0's TensorFlow port that no
+    task of the cluster uses (`_free_of_tasks`)."""
     described = tf_config.parse(env["TF_CONFIG"])
-    first_port = described.ports[0] + 1
-    if not env.get("MASTER_PORT") and first_port > 65535:
-        raise ClusterError("TF_CONFIG: rank 0's port is 65535; set MASTER_PORT for the rendezvous")
+    first_port = _free_of_tasks(described.ports)
     return ClusterSpec(
         launcher="tf_config",
         rank=described.rank,

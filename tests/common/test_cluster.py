@@ -223,6 +223,19 @@ def test_a_tfjob_tf_config_alone_is_a_cluster_with_the_chief_as_rank_0():
     assert (spec.rank, spec.world_size, spec.master_addr, spec.master_port) == (2, 3, "a", 9)
 
 
+def test_the_rendezvous_port_of_a_tf_config_is_one_no_task_uses():
+    """Rank 0's port + 1, unless a task takes it: two workers of one host at consecutive ports
+    collided there (the next worker's TensorFlow server could not start)."""
+
+    def port_of(workers: list[str]) -> int:
+        config = {"cluster": {"worker": workers}, "task": {"index": 0}}
+        return environment.from_environment({"TF_CONFIG": json.dumps(config)}).master_port
+
+    assert port_of(["h:2222", "h:2223"]) == 2224
+    assert port_of(["h:2222", "h:2223", "h:2224", "i:2226"]) == 2225
+    assert port_of(["h:65534", "h:65535"]) == 65533  # none above: the first free below
+
+
 @pytest.mark.parametrize(
     "config, message",
     [

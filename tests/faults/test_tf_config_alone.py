@@ -5,6 +5,7 @@ exactly one pod's environment, the pods' hosts being 127.0.0.1 and 127.0.0.2."""
 
 import json
 import os
+import socket
 import subprocess
 
 from common.launch.cluster import free_ports
@@ -17,15 +18,32 @@ def epochs(run_dir) -> list[tuple[float, float]]:
     return [(r["train_loss"], r["val_loss"]) for r in found if r["record"] == "epoch"]
 
 
+def consecutive_free_ports(count: int) -> int:
+    """The first of `count` consecutive ports that nothing on this machine listens on."""
+    for _ in range(50):
+        (first,) = free_ports(1)
+        try:
+            held = [socket.create_server(("", first + step)) for step in range(count)]
+        except OSError:
+            continue
+        for server in held:
+            server.close()
+        return first
+    raise AssertionError(f"no {count} consecutive free ports")
+
+
 def test_a_tfjob_chief_and_worker_train_together(tmp_path):
-    chief_port, worker_port, rendezvous = free_ports(3)
+    """At consecutive ports, as an operator may give them, and without MASTER_PORT: the
+    rendezvous once took the chief's port + 1, the worker's, whose server then failed."""
+    chief_port = consecutive_free_ports(3)  # the chief's, the worker's, the rendezvous'
+    worker_port = chief_port + 1
     cluster = {"chief": [f"127.0.0.1:{chief_port}"], "worker": [f"127.0.0.2:{worker_port}"]}
     settings = [*SMALL, f"output.dir={tmp_path}", "output.run_name=tfjob"]
     pods = []
     base = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD", "MASTER"))}
     for kind in ("chief", "worker"):
         config = {"cluster": cluster, "task": {"type": kind, "index": 0}, "environment": "cloud"}
-        env = {**base, "TF_CONFIG": json.dumps(config), "MASTER_PORT": str(rendezvous)}
+        env = {**base, "TF_CONFIG": json.dumps(config)}
         pods.append(
             subprocess.Popen(
                 train_command("tf_impl.train", 0, settings, ["--quiet"]),
