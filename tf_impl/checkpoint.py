@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from common.core.measure import collectives
+from common.storage.whole import whole
 from tf_impl.dist import DistInfo, all_reduce_sum, barrier
 from tf_impl.model import get_weights
 
@@ -69,6 +70,7 @@ def export_model(model: keras.Model, run_dir: Path, info: DistInfo) -> Path:
         raise RuntimeError(f"the workers hold different weights after training: crc32 {digests}")
     path = run_dir / "model.npz"
     if info.is_chief:
-        np.savez(path, **canonical)  # type: ignore[arg-type]  # names as keywords
+        with whole(path) as partial, partial.open("wb") as stream:  # never a part of it
+            np.savez(stream, **canonical)  # type: ignore[arg-type]  # names as keywords
     barrier(info)
     return path

@@ -20,6 +20,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_state_dict,
 )
 
+from common.storage.whole import whole
 from torch_impl.dist import DistInfo, barrier
 
 
@@ -53,6 +54,8 @@ def export_model(model: nn.Module, run_dir: Path, info: DistInfo) -> Path:
     )
     path = run_dir / "model.pt"
     if info.is_chief:
-        torch.save({name: torch.as_tensor(tensor).float() for name, tensor in state.items()}, path)
+        with whole(path) as partial:  # a full disk leaves no part of it
+            weights = {name: torch.as_tensor(tensor).float() for name, tensor in state.items()}
+            torch.save(weights, partial)
     barrier(info)
     return path

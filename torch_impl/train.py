@@ -26,9 +26,9 @@ import torch
 import torch.nn.functional as F
 
 from common.core.config.config import Config
+from common.core.config.expected_traffic import Unit
 from common.core.measure import precision
 from common.core.measure.clocks import HostStepClock
-from common.core.measure.expected_traffic import Unit
 from common.core.measure.traffic import Call
 from common.core.run import failures
 from common.core.train import main as main_body

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 from pydantic import StrictStr as Text
 
-from common.core.config.rules import Says, require
+from common.checks.rules import Says, require
 from common.models.zoo import MODELS
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from common.report import looks, pages, plots, size_table, sizeplot, tables
 from common.report.rows import Group, Row
 from common.report.size_table import SizeRow
+from common.storage import whole
 
 
 def write_report(
@@ -35,7 +36,7 @@ def write_report(
     for write, name in ((pages.write_html, "report.html"), (pages.write_markdown, "report.md")):
         write(rendered, notes, problems, path=out / name, target=target, size=size)
     all_rows = [{**group.key, **row.as_dict()} for group in rendered for row in group.rows]
-    (out / "report.csv").write_text(tables.csv_table(all_rows), encoding="utf-8")
+    whole.write_text(out / "report.csv", tables.csv_table(all_rows))
     document = {
         "target_accuracy": target,
         "groups": [
@@ -45,5 +46,5 @@ def write_report(
         "not_side_by_side": notes,
         "problems": problems,
     }
-    (out / "report.json").write_text(json.dumps(document, indent=2), encoding="utf-8")
+    whole.write_text(out / "report.json", json.dumps(document, indent=2))
     return out / "report.html"

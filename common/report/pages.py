@@ -16,6 +16,7 @@ from common.report import verdict
 from common.report.rows import Row
 from common.report.runs import RecordedRun
 from common.report.tables import footnotes, markdown_table, table_lines
+from common.storage import whole
 
 TITLE = "Distributed MNIST: PyTorch vs TensorFlow"
 CAPTIONS = {
@@ -134,7 +135,7 @@ def write_html(
         if lines:
             parts.append(f"<h2>{heading}</h2><ul>")
             parts += [f"<li>{html.escape(line)}</li>" for line in lines] + ["</ul>"]
-    path.write_text("\n".join(parts), encoding="utf-8")
+    whole.write_text(path, "\n".join(parts))
 
 
 def write_markdown(
@@ -174,4 +175,4 @@ def write_markdown(
     out += ["## Notes on the columns", ""] + [f"- {n}" for n in footnotes(all_rows, target)]
     out += [""] + [f"- not side by side: {note}" for note in notes]
     out += [f"- problem: {problem}" for problem in problems]
-    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    whole.write_text(path, "\n".join(out) + "\n")

@@ -12,6 +12,7 @@ from common.core.measure import links
 from common.report import projection_model
 from common.report.looks import pyplot, style
 from common.report.runs import RecordedRun
+from common.storage import whole
 
 
 @dataclass
@@ -249,6 +250,7 @@ def plot(found: Report, out: Path) -> Path | None:
     figure.tight_layout(rect=(0, 0.03, 1, 1))
     (out / "plots").mkdir(parents=True, exist_ok=True)
     path = out / "plots" / "projection.png"
-    figure.savefig(path, dpi=110)
+    with whole.whole(path) as partial:
+        figure.savefig(partial, dpi=110, format="png")
     plt.close(figure)
     return path

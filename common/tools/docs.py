@@ -21,7 +21,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from common.core.config import rules, strategies
+from common.checks import rules
+from common.core.config import strategies
 from common.core.config.config import Config
 from common.core.records import schema
 from common.core.records.fields import meaning

@@ -1,6 +1,7 @@
 """common/ is the framework-free spine, in subpackages by job whose imports only go down:
 tools (bench, sizes, preflight) over report (what compare shows) over core (what a run is made
-of) over models (what is trained) over data (what it trains on) and launch (how ranks meet)."""
+of) over models (what is trained) over data (what it trains on), launch (how ranks meet),
+checks (what a value may be) and storage (files written whole)."""
 
 import ast
 import pkgutil
@@ -12,7 +13,16 @@ import common
 
 COMMON = Path(common.__file__).parent
 # Each subpackage may import only from those of a lower layer (and from itself).
-LAYERS = {"launch": 0, "data": 0, "models": 1, "core": 2, "report": 3, "tools": 4}
+LAYERS = {
+    "checks": 0,
+    "storage": 0,
+    "launch": 0,
+    "data": 0,
+    "models": 1,
+    "core": 2,
+    "report": 3,
+    "tools": 4,
+}
 
 
 def common_modules() -> list[str]:

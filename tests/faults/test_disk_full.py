@@ -46,6 +46,15 @@ def test_a_full_disk_leaves_whole_lines_and_says_why_first(module, tmp_path):
     assert "No space left on device" in cause[:200], end["error"]
     assert len(end["error"]) <= 1000
     assert not list(Path(kept).glob(".metrics.jsonl.reserve"))  # freed for run_end
+    # whole or not at all: no checkpoint folder without its manifest, no partial file
+    checkpoints = kept / "checkpoints"
+    left = (
+        sorted(str(p.relative_to(kept)) for p in checkpoints.rglob("*"))
+        if checkpoints.exists()
+        else []
+    )
+    assert not left, left
+    assert not (kept / "model.pt").exists()
 
 
 @pytest.mark.parametrize("module", ["torch_impl.train", "tf_impl.train"])

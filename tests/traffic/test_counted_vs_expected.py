@@ -8,7 +8,7 @@ import json
 import pytest
 
 import compare
-from common.core.measure.expected_traffic import Unit
+from common.core.config.expected_traffic import Unit
 from tests.launching import runner
 
 SETTINGS = ["data.train_limit=640", "data.test_limit=200", "train.epochs=1"]

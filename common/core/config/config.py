@@ -23,9 +23,9 @@ from pydantic import (
 )
 from pydantic import StrictStr as Text
 
+from common.checks.rules import Says, require
 from common.core.config import strategies
 from common.core.config.framework_sections import TfConfig, TorchConfig
-from common.core.config.rules import Says, require
 from common.data.config import DataConfig
 from common.models import zoo
 from common.models.config import ModelConfig

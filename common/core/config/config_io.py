@@ -18,8 +18,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from common.core.config import rules
+from common.checks import rules
 from common.core.config.config import Config
+from common.storage import whole
 
 CONFIG_FILENAME = "config.yaml"
 
@@ -214,7 +215,7 @@ def save_config(cfg: Config, run_dir: str | Path) -> Path:
     """Write the resolved config (every field, defaults included) into the run folder."""
     path = Path(run_dir) / CONFIG_FILENAME
     header = f"# resolved config, hash {config_hash(cfg)}\n"
-    path.write_text(header + yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    whole.write_text(path, header + yaml.safe_dump(to_dict(cfg), sort_keys=False))
     return path
 
 

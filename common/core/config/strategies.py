@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from common.core.measure import expected_traffic
-from common.core.measure.expected_traffic import Expected, Unit
+from common.core.config import expected_traffic
+from common.core.config.expected_traffic import Expected, Unit
 
 # Strategy options each framework's section may carry, with the value that means "unused".
 OPTION_DEFAULTS: Mapping[str, Mapping[str, Any]] = {
@@ -85,7 +85,7 @@ class Strategy:
     """A value this strategy cannot take (the reason, naming the fix), None when all is well."""
     traffic: Callable[[list[Unit], int, int, Any], list[Expected]] = expected_traffic.replicated
     """(the wrapper's units, replicas, shards, config) -> the collectives it is expected to
-    issue per optimizer step (`common.core.measure.expected_traffic`)."""
+    issue per optimizer step (`common.core.config.expected_traffic`)."""
 
     @property
     def shards(self) -> bool:

@@ -31,6 +31,7 @@ from common.core.measure.traffic import wire_bytes
 from common.core.records import provenance
 from common.launch import environment
 from common.launch.cluster import ClusterSpec
+from common.storage import whole
 
 PROFILE_VERSION = 1
 # 8 B to 64 MiB, a factor 8 apart: latency-bound at the bottom, bandwidth-bound at the top.
@@ -196,7 +197,7 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
 def write(profile: LinkProfile, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(profile.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    whole.write_text(path, profile.model_dump_json(indent=2) + "\n")
     return path
 
 

@@ -1,7 +1,7 @@
 """The collectives a rank issued, as counted from the framework's own calls (torch's profiler,
 TensorFlow's step graph: each side's `traffic` module), turned into the epoch record's
 `traffic` entries beside what the strategy registry expects
-(`common.core.measure.expected_traffic`).
+(`common.core.config.expected_traffic`).
 
 Bytes are the payload: what a rank hands the collective (the whole buffer of an all-reduce or
 reduce-scatter, its own shard of an all-gather). What a ring algorithm then puts on the wire
@@ -15,8 +15,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from common.core.config.expected_traffic import Expected, Unit
 from common.core.config.strategies import ParallelDims, Strategy
-from common.core.measure.expected_traffic import Expected, Unit
 from common.core.records.entries import Collective, Phase, TrafficEntry
 
 KINDS: tuple[Collective, ...] = typing.get_args(Collective)

@@ -1,8 +1,11 @@
 """Checkpoint folders, the same on both sides: `<run>/checkpoints/epoch-NNNN/` holds what the
 framework saved (every rank writes its own part) and, written last by the chief, `manifest.json`:
 the epoch, what the run was (its config, framework, strategy, world size) and the SHA-256 of
-every file. A folder without a manifest was cut off and is ignored; one whose files do not
-match the manifest is corrupt, and resume falls back to the previous complete one.
+every file. A checkpoint is written whole or not at all: the ranks save into
+`checkpoints/.staging/epoch-NNNN/`, the chief writes the manifest there and renames the folder
+into place; a save that fails (a full disk, a signal, a lost rank) leaves nothing behind, and a
+resume never sees a staged folder. A folder whose files do not match its manifest is corrupt,
+and resume falls back to the previous complete one.
 
 The frameworks only save and restore their state into a given folder (`checkpoint.py` on each
 side); `common.core.train.loop` decides when, which one, and whether it may be resumed at all.
@@ -13,6 +16,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +24,7 @@ from typing import Any
 
 MANIFEST = "manifest.json"
 PREFIX = "epoch-"
+STAGING = ".staging"
 CHUNK = 1 << 20
 # Free bytes below which a failed save is put down to a full disk. A write that failed on one
 # leaves less than a block free; torch's zip writer reports it only as "unexpected pos".
@@ -52,6 +57,27 @@ def root(run_dir: Path) -> Path:
 
 def epoch_dir(run_dir: Path, epoch: int) -> Path:
     return root(run_dir) / f"{PREFIX}{epoch:04d}"
+
+
+def staging_dir(run_dir: Path, epoch: int) -> Path:
+    """Where a checkpoint is written before it is complete: under `checkpoints/.staging/`, which
+    no resume looks into (`complete` reads `checkpoints/epoch-*` only)."""
+    return root(run_dir) / STAGING / f"{PREFIX}{epoch:04d}"
+
+
+def publish(staged: Path, run_dir: Path, epoch: int) -> Path:
+    """The staged folder, its manifest written, becomes the epoch's folder in one rename (the
+    chief); the staging area goes."""
+    final = epoch_dir(run_dir, epoch)
+    shutil.rmtree(final, ignore_errors=True)  # an abandoned later attempt's folder
+    os.replace(staged, final)
+    discard(run_dir)
+    return final
+
+
+def discard(run_dir: Path) -> None:
+    """Remove whatever a failed or abandoned save left in the staging area."""
+    shutil.rmtree(root(run_dir) / STAGING, ignore_errors=True)
 
 
 def sha256(path: Path) -> str:

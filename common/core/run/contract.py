@@ -18,9 +18,9 @@ from typing import Any, Protocol, SupportsFloat, TypeVar
 
 import numpy as np
 
+from common.core.config.expected_traffic import Unit
 from common.core.config.strategies import ParallelDims, Strategy
 from common.core.measure.clocks import StepClock
-from common.core.measure.expected_traffic import Unit
 from common.core.measure.memory import MemoryUse
 from common.core.measure.peak import Probe
 from common.core.measure.traffic import Call

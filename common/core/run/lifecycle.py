@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import threading
 import time
@@ -213,20 +212,23 @@ class Run:
         self.epochs.append(record)
 
     def checkpoint(self, epoch: int) -> None:
-        """The state after `epoch` epochs (collective): every rank saves its part, then the chief
-        writes the manifest that makes it complete, and drops the oldest beyond
-        train.keep_checkpoints."""
+        """The state after `epoch` epochs (collective): every rank saves its part into the
+        staging area, then the chief writes the manifest that makes it complete, moves it into
+        place, and drops the oldest beyond train.keep_checkpoints. A failed save leaves nothing
+        (`checkpoint_folders`: whole or not at all)."""
         trainer = self.trainer
-        folder = checkpoint_folders.epoch_dir(self.run_dir, epoch)
-        if trainer.spec.is_chief:  # a folder of an abandoned later attempt: start it clean
-            shutil.rmtree(folder, ignore_errors=True)
+        folder = checkpoint_folders.staging_dir(self.run_dir, epoch)
+        if trainer.spec.is_chief:  # what an abandoned save left: start clean
+            checkpoint_folders.discard(self.run_dir)
             folder.mkdir(parents=True)
         trainer.barrier()
         try:
             trainer.save_checkpoint(folder)
         except BaseException as failure:  # torch's CheckpointException is a BaseException
             stopped = isinstance(failure, (KeyboardInterrupt, SystemExit))
-            if not stopped and (full := checkpoint_folders.full_disk(folder)) is not None:
+            full = None if stopped else checkpoint_folders.full_disk(folder)
+            checkpoint_folders.discard(self.run_dir)  # on every rank: its own part too
+            if full is not None:
                 raise full from failure
             raise
         trainer.barrier()
@@ -239,6 +241,7 @@ class Run:
                 "epoch_records": [to_json(record) for record in self.epochs],
             }
             checkpoint_folders.write_manifest(folder, epoch=epoch, extras=extras)
+            checkpoint_folders.publish(folder, self.run_dir, epoch)
             checkpoint_folders.prune(self.run_dir, self.cfg.train.keep_checkpoints)
         trainer.barrier()
 

@@ -14,9 +14,9 @@ import numpy as np
 
 from common.core.config import strategies
 from common.core.config.config import Config
+from common.core.config.expected_traffic import Unit
 from common.core.measure import peak, precision
 from common.core.measure.clocks import HostStepClock, StepClock
-from common.core.measure.expected_traffic import Unit
 from common.core.measure.memory import MemoryUse
 from common.core.run import failures
 from common.core.run.contract import Checkpoints, DataSource, Dist, Gemm, Memory

@@ -1,0 +1,1 @@
+"""How the suite writes the files a later run or tool reads: whole or not at all."""
