@@ -46,16 +46,24 @@ def _train(overrides: list[str], steps: int, dtype: torch.dtype):
     return np.array(losses), weights
 
 
+def float32_drifts(overrides: list[str], steps: int) -> tuple[np.ndarray, float]:
+    """From one float32 and one float64 run of the config of `overrides`: |loss32 - loss64| /
+    loss64 at each of the first `steps` steps, and max |w32 - w64| over every weight and buffer
+    (running statistics too) after them."""
+    single, single_weights = _train(overrides, steps, torch.float32)
+    double, double_weights = _train(overrides, steps, torch.float64)
+    weights = max(
+        (single_weights[name] - double_weights[name]).abs().max().item() for name in single_weights
+    )
+    return np.abs(single - double) / np.abs(double), weights
+
+
 def float32_drift(overrides: list[str], steps: int) -> float:
     """Max over the first `steps` steps of |loss32 - loss64| / loss64, for the config of
     `overrides`."""
-    single, _ = _train(overrides, steps, torch.float32)
-    double, _ = _train(overrides, steps, torch.float64)
-    return float((np.abs(single - double) / np.abs(double)).max())
+    return float(float32_drifts(overrides, steps)[0].max())
 
 
 def float32_weight_drift(overrides: list[str], steps: int) -> float:
     """Max |w32 - w64| over every weight after `steps` steps, for the config of `overrides`."""
-    _, single = _train(overrides, steps, torch.float32)
-    _, double = _train(overrides, steps, torch.float64)
-    return max((single[name] - double[name]).abs().max().item() for name in single)
+    return float32_drifts(overrides, steps)[1]

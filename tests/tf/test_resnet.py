@@ -11,7 +11,7 @@ import torch
 import compare
 from tests.launching import runner
 from tests.records import read_metrics
-from tests.rounding import float32_drift
+from tests.rounding import float32_drifts
 
 PRESET = ["--config", "configs/resnet8_sgd.yaml"]
 STEPS = 50
@@ -41,14 +41,21 @@ def resnet_runs(request, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tolerance():
-    """4 x float32's own drift from float64 on these steps (tests/rounding.py): measured 1.2e-4
-    on MNIST, so the bound is about 5e-4; the implementations measured 1.3e-4 apart."""
-    drift = float32_drift(
+def drifts():
+    """float32's own drift from float64 on these steps (tests/rounding.py): the losses' (max
+    relative) and the weights' and running statistics' (max absolute)."""
+    losses, weights = float32_drifts(
         ["model.name=resnet8", "optim.name=sgd", "optim.lr=0.01", *SETTINGS[:1]], STEPS
     )
-    print(f"float32 drift from float64 over {STEPS} steps: {drift:.2e}")
-    return max(4 * drift, 1e-6)
+    print(f"float32 drift from float64 over {STEPS} steps: {losses.max():.2e}, {weights:.2e}")
+    return float(losses.max()), weights
+
+
+@pytest.fixture(scope="module")
+def tolerance(drifts):
+    """4 x float32's own drift of the losses: measured 1.2e-4 on MNIST, so the bound is about
+    5e-4; the implementations measured 1.3e-4 apart."""
+    return max(4 * drifts[0], 1e-6)
 
 
 def step_losses(folder):
@@ -76,11 +83,15 @@ def test_the_mnist_runs_follow_the_golden_curve(resnet_runs, tolerance, capsys):
 
 
 @pytest.mark.parametrize("resnet_runs", ["mnist"], indirect=True)
-def test_weights_and_running_statistics_agree_and_the_records_say_how(resnet_runs, tolerance):
+def test_weights_and_running_statistics_agree_and_the_records_say_how(
+    resnet_runs, tolerance, drifts
+):
     """The evaluation (which uses the running statistics) agrees to 10x the tolerance; the
-    exported tensors to 1% of their largest value: their last bits feed back through the batch
-    statistics (torch single and DDP measured 3.3e-3 apart in a running variance, TensorFlow
-    3.4e-3, while their evaluation losses agreed to 1.5e-4)."""
+    exported tensors to 1% of their largest value, or 4 x float32's own drift of the weights
+    where that is larger: their last bits feed back through the batch statistics (torch single
+    and DDP measured 3.3e-3 apart in a running variance, TensorFlow 3.4e-3, while their
+    evaluation losses agreed to 1.5e-4; a running variance 2.1e-3 apart against 1.98e-3 allowed
+    on an Intel Xeon with AVX-512, whose float32 drift is larger)."""
     dataset, folders = resnet_runs
     saved = torch.load(folders["torch-single"] / "model.pt")
     ours = {name: tensor.numpy() for name, tensor in saved.items()}
@@ -90,7 +101,7 @@ def test_weights_and_running_statistics_agree_and_the_records_say_how(resnet_run
             theirs = {key: exported[key] for key in exported.files}
         assert theirs.keys() == ours.keys() and "block2.bn1.running_var" in ours
         for key, array in ours.items():
-            bound = 0.01 * np.abs(array).max() + 1e-4
+            bound = max(0.01 * np.abs(array).max() + 1e-4, 4 * drifts[1])
             assert np.abs(theirs[key] - array).max() <= bound, (name, key)
         evaluated = read_metrics(folders[name] / "metrics.jsonl")[-2]
         assert evaluated["val_loss"] == pytest.approx(reference["val_loss"], rel=10 * tolerance)

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -13,7 +14,7 @@ from common.launch.local import rank_environments
 from common.report.runs import RecordedRun
 from tests.launching import kill_second_rank_mid_training
 from tests.records import read_metrics
-from tests.rounding import float32_weight_drift
+from tests.rounding import float32_drifts
 from tests.torch.conftest import SMALL, train_command
 
 
@@ -110,25 +111,29 @@ def test_adam_with_the_default_update_kernels_keeps_ddp_and_fsdp2_bitwise_equal(
 
 def test_single_process_at_the_same_global_batch_agrees(strategy_runs):
     """Same samples at every step; only the order of float sums differs (one mean over 64
-    samples vs the average of two means over 32). Per-step losses agree to ~1e-7 relative for
-    the first epoch; then momentum SGD amplifies the ulps, by as much as it amplifies float32's
-    own rounding: the final weights may differ by twice float32's drift from the float64 run of
-    the same setup (tests/rounding.py), taken twice over as the margin. A fixed 1e-2 held on
-    one processor and not on another (0.0118 on an AMD EPYC without AVX-512)."""
+    samples vs the average of two means over 32). Momentum SGD amplifies the ulps, by as much as
+    it amplifies float32's own rounding: losses and final weights may differ by twice float32's
+    drift from the float64 run of the same setup (tests/rounding.py), taken twice over as the
+    margin. Fixed bounds held on one processor and not on another: 1e-2 on the weights failed
+    at 0.0118 on an AMD EPYC without AVX-512, and 1e-5 on the first epoch's losses at 2.7e-4 on
+    an Intel Xeon with AVX-512 and AMX (family 6 model 167), whose float32 drift there is larger
+    too."""
 
     def step_losses(strategy):
         records = read_metrics(strategy_runs[strategy] / "metrics.jsonl")
-        return [r["loss"] for r in records if r["record"] == "step"]
+        return np.array([r["loss"] for r in records if r["record"] == "step"])
 
     single, ddp = step_losses("single"), step_losses("ddp")
     assert len(single) == len(ddp) == 64
-    assert single[:32] == pytest.approx(ddp[:32], rel=1e-5)  # the whole first epoch
+    loss_drift, weight_drift = float32_drifts(TRAINED, steps=len(single))
+    apart = np.abs(ddp - single) / np.abs(single)
+    print(f"ddp vs single, losses: {apart.max():.3g}; float32 drift: {loss_drift.max():.3g}")
+    assert apart[:32].max() <= max(1e-5, 4 * loss_drift[:32].max())  # the whole first epoch
     difference = max_difference(
         final_weights(strategy_runs["ddp"]), final_weights(strategy_runs["single"])
     )
-    drift = float32_weight_drift(TRAINED, steps=len(single))
-    print(f"ddp vs single: {difference:.3g}; float32 vs float64 drift of the setup: {drift:.3g}")
-    assert difference <= 4 * drift
+    print(f"ddp vs single, weights: {difference:.3g}; float32 drift: {weight_drift:.3g}")
+    assert difference <= 4 * weight_drift
 
 
 def test_fsdp_ranks_hold_half_of_what_ddp_ranks_hold(strategy_runs):
