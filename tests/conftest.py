@@ -44,12 +44,17 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """Mark every test of a file that starts processes (`tests.tiers`): make test-fast leaves
-    them out."""
+    them out. Under pytest-xdist's `--dist loadgroup` (make test), each file is one group, so
+    its module fixtures (the shared runs) are made once, on one worker; the SLURM tier is one
+    group, since the machine has one test cluster."""
     from tests.tiers import starts_processes
 
     for item in items:
-        if starts_processes(Path(str(item.fspath)).resolve()):
+        path = Path(str(item.fspath)).resolve()
+        if starts_processes(path):
             item.add_marker(pytest.mark.processes)
+        group = "slurm" if path.parent.name == "slurm" else str(path.relative_to(REPO_ROOT))
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_sessionstart(session):
