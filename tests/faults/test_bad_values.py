@@ -139,3 +139,6 @@ def test_a_read_only_run_folder_on_resume_is_named_once(module, tmp_path):
     assert done.returncode == 2, output
     assert len(said) == 1 and "Traceback" not in output, output
     assert "Read-only file system" in said[0] and str(tmp_path / "out" / "r") in said[0], said
+    last = done.stderr.strip().splitlines()[-1]  # the rank that found it is the one named
+    assert last.startswith("[launch] rank 0 failed with exit code 2"), last
+    assert "rank 1 only noticed it" in last, last

@@ -34,6 +34,11 @@ from common.launch.cluster import ClusterSpec, unique_stamp
 # that failed because its disk filled still ends with a whole run_end (its error is capped at
 # common.core.run.failures.LIMIT characters).
 RESERVED_FOR_END = 64 * 1024
+# How long a rank that only heard of the chief's error waits before it leaves with it: a launcher
+# names the first rank it finds failed, and a follower that left before the chief was named
+# instead of it (a read-only run folder on --resume: 'rank 1 failed ... rank 0 only noticed it',
+# in 1 of 5 tries and 3 of 5 in another series; its poll is 50 ms, common.launch.local.POLL_S).
+FOLLOW_S = 1.0
 # What a decision on the chief may raise, so that every rank raises it too.
 SHARED_ERRORS: dict[str, type[Exception]] = {
     error.__name__: error
@@ -62,6 +67,8 @@ def on_chief(trainer: Trainer, decide: Callable[[], Any]) -> Any:
             outcome = {"error": type(error).__name__, "message": str(error)}
     outcome = json.loads(collectives.broadcast_text(json.dumps(outcome), **exchange(trainer)))
     if "error" in outcome:
+        if not trainer.spec.is_chief:  # let the chief, which found it, leave first
+            time.sleep(FOLLOW_S)
         raise SHARED_ERRORS.get(outcome["error"], RuntimeError)(outcome["message"])
     return outcome["result"]
 
