@@ -119,6 +119,11 @@ def _main(argv: list[str] | None) -> int:
     args = parser.parse_args(argv)
     if args.target is not None and not 0 < args.target <= 1:
         parser.error(f"--target is an accuracy in (0, 1], got {args.target}")
+    if args.project is not None:  # before any work: an empty or malformed list is refused
+        try:
+            projection_report.worlds(args.project)
+        except ValueError as error:
+            parser.error(str(error))
     if args.assert_close:
         first, second = args.assert_close
         return assert_close(first, second, args.rtol, args.steps)

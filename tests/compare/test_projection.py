@@ -15,7 +15,11 @@ MB = 1_000_000
 
 
 def profile(hosts=("localhost",)) -> links.LinkProfile:
-    fit = links.KindFit(alpha_s=1e-3, beta_s_per_byte=1e-9, points=[])  # 1 ms a call, 1 GB/s
+    points = [  # 1 ms a call, 1 GB/s
+        links.Point(payload_bytes=size, wire_bytes=size, seconds=1e-3 + size * 1e-9)
+        for size in (8, 1 << 20)
+    ]
+    fit = links.KindFit(alpha_s=1e-3, beta_s_per_byte=1e-9, points=points)
     return links.LinkProfile(
         time="2026-11-24T00:00:00+00:00",
         framework="torch",
@@ -81,7 +85,9 @@ def test_compare_projects_with_a_profile_and_refuses_without_one(tmp_path, capsy
     assert compare.main([str(tmp_path), "--project", "8", "--links", str(tmp_path / "no")]) == 1
     assert "no such file" in capsys.readouterr().err
     links.write(profile(), tmp_path / "links.json")
-    assert compare.main([str(tmp_path), "--project", "8,x"]) == 1
+    with pytest.raises(SystemExit) as refused:  # before any work, as a usage error
+        compare.main([str(tmp_path), "--project", "8,x"])
+    assert refused.value.code == 2
     assert "worker counts like 2,8,64" in capsys.readouterr().err
     compare.main([str(tmp_path), "--project", "8"])
     out = capsys.readouterr().out

@@ -54,3 +54,22 @@ def test_each_framework_measures_its_own_collectives_into_a_profile(module, tmp_
     for fit in profile.kinds.values():
         assert len(fit.points) == 5 and fit.alpha_s >= 0 and fit.beta_s_per_byte >= 0  # 8 B..32 KiB
         assert all(point.seconds > 0 for point in fit.points)
+
+
+@pytest.mark.parametrize("case", ["max-bytes", "out-under-a-file"])
+def test_the_link_tool_refuses_what_cannot_work_before_it_measures(case, tmp_path):
+    """--max-bytes below two sizes wrote a profile that was accepted; --out under a file failed
+    with a traceback after the whole measurement. Both are refused first, exit 2, one line."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    out = tmp_path / "links.json" if case == "max-bytes" else blocker / "links.json"
+    extra = ["--max-bytes", "0"] if case == "max-bytes" else []
+    command = train_command("torch_impl.links", 2, [], ["--out", str(out), *extra])
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    output = done.stdout + done.stderr  # the launcher passes each rank's lines on
+    errors = [line for line in output.splitlines() if "error:" in line]
+    assert errors and "Traceback" not in output, output
+    said = "--max-bytes 0" if case == "max-bytes" else f"--out {out}"
+    assert said in errors[0], errors
+    assert not out.exists()

@@ -20,10 +20,10 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from common.core.config import config_io
 from common.core.measure import collectives
@@ -53,12 +53,12 @@ class Point(BaseModel):
 class KindFit(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    alpha_s: float
+    alpha_s: Annotated[float, Field(ge=0, allow_inf_nan=False)]
     """Fixed seconds of one call, whatever its size (the fit's intercept)."""
-    beta_s_per_byte: float
+    beta_s_per_byte: Annotated[float, Field(ge=0, allow_inf_nan=False)]
     """Seconds per wire byte (the fit's slope); 1 / beta is the bandwidth one rank sees."""
-    points: list[Point]
-    """The measurements the fit came from."""
+    points: Annotated[list[Point], Field(min_length=2)]
+    """The measurements the fit came from: two sizes at least."""
 
 
 class LinkProfile(BaseModel):
@@ -82,7 +82,7 @@ class LinkProfile(BaseModel):
     """How the ranks were started: local, torchrun, slurm, tf_config."""
     launch_id: str
     """The launch's id (SLURM job, launcher's run id); empty when it had none."""
-    kinds: dict[str, KindFit]
+    kinds: Annotated[dict[str, KindFit], Field(min_length=1)]
     """Each collective measured, with its fit."""
     not_measured: dict[str, str] = Field(default_factory=dict)
     """Collectives the framework does not offer here, with why."""
@@ -161,9 +161,16 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
     parser.add_argument("--max-bytes", type=int, default=SIZES[-1])
     args = parser.parse_args(argv)
     try:
+        if args.max_bytes < SIZES[1]:
+            raise ValueError(
+                f"--max-bytes {args.max_bytes}: a fit takes two sizes at least, and the "
+                f"smallest are {SIZES[0]} and {SIZES[1]} bytes; give {SIZES[1]} or more"
+            )
         spec = environment.from_environment()
         if spec.world_size < 2:
             raise ValueError("a link takes 2 ranks or more: start this under a launcher")
+        if spec.is_chief:  # before minutes of measuring: the profile must have a place
+            writable(Path(args.out))
         cfg = config_io.load_config(None, [f"dist.device={args.device}"])
         info = side.setup(cfg, spec)
     except ValueError as error:
@@ -194,6 +201,21 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
     return 0
 
 
+def writable(path: Path) -> None:
+    """ValueError naming `path` and why, unless the profile can be written there."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        whole.write_text(path.parent / f".{path.name}.probe", "")
+        (path.parent / f".{path.name}.probe").unlink()
+    except OSError as error:
+        raise ValueError(
+            f"--out {path}: the profile cannot be written there ({error.strerror or error}); "
+            "give a file in a writable folder"
+        ) from None
+    if path.is_dir():
+        raise ValueError(f"--out {path} is a folder: give the profile's file name")
+
+
 def write(profile: LinkProfile, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -208,6 +230,13 @@ def read(path: str | Path) -> LinkProfile:
     except OSError as error:
         raise ValueError(
             f"link profile {path}: cannot be read ({error.strerror or error})"
+        ) from None
+    except ValidationError as error:
+        problem = error.errors(include_url=False)[0]
+        field = ".".join(str(part) for part in problem["loc"]) or "the file"
+        raise ValueError(
+            f"link profile {path} is not one: {field}: {problem['msg']}; measure the link "
+            "again (python -m torch_impl.links or tf_impl.links, under a launcher)"
         ) from None
     except ValueError as error:
         first = str(error).splitlines()
