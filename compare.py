@@ -110,6 +110,13 @@ def _main(argv: list[str] | None) -> int:
         "links*.json (the preflight writes one)",
     )
     parser.add_argument(
+        "--scaling",
+        choices=["strong", "weak"],
+        help="how --project grows the batch: strong keeps the global batch (shared by more "
+        "ranks; a world larger than it is not projected), weak keeps each rank's; default: as "
+        "each run ran (train.batch_mode)",
+    )
+    parser.add_argument(
         "--links",
         type=Path,
         metavar="PROFILE",
@@ -160,7 +167,9 @@ def _main(argv: list[str] | None) -> int:
         args.project = projection_report.DEFAULT_WORKERS
     if args.project:
         try:
-            projected = projection_report.report(runs, args.project, args.links, args.results)
+            projected = projection_report.report(
+                runs, args.project, args.links, args.results, args.scaling
+            )
         except ValueError as error:
             print(f"error: {error}", file=sys.stderr)
             return 1

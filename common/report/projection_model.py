@@ -6,9 +6,16 @@
   (the larger of the two) to none (their sum)
   compute at N   = the measured step less its communication at the run's own size, times
                    run workers / N under strong scaling (a global batch), unchanged under weak
-  communication  = for each collective kind: calls x alpha + wire bytes at N x beta, where an
+  communication  = for each collective kind: calls x steps(kind, algorithm, group) x alpha per
+                   step + wire bytes at N x beta (`LinkProfile.seconds`), where an
                    all-gather's shard shrinks with the shard group and the ring's wire bytes
-                   follow the group's size (`common.core.measure.traffic.wire_bytes`)
+                   follow the group's size (`common.core.measure.traffic.wire_bytes`); the
+                   steps are the ring's 2(n-1) for an all-reduce and n-1 for the others (gloo,
+                   TensorFlow's RING), or NCCL's fewer of ring and tree (2 ceil(log2 n))
+
+Under strong scaling a world larger than the global batch is not projected (a rank would hold
+no sample); the caveat names the largest that keeps one per rank, and `scaling="weak"` keeps
+each rank's batch instead.
 
 Every number here is a model's: it ignores contention between ranks of one host, congestion
 and the framework's own overlap of communication with compute beyond the range given.
@@ -63,17 +70,20 @@ def communication_s(run: RecordedRun, profile: LinkProfile, world: int) -> float
         group = {"all_gather": shard, "reduce_scatter": shard}.get(
             entry.kind, replicas if shard > 1 and replicas > 1 else world
         )
-        cost = profile.seconds(
-            entry.kind, entry.calls, entry.calls * wire_bytes(entry.kind, payload, group)
-        )
+        wire = entry.calls * wire_bytes(entry.kind, payload, group)
+        cost = profile.seconds(entry.kind, entry.calls, wire, group)
         total += cost or 0.0
     return total
 
 
 def project(
-    run: RecordedRun, profile: LinkProfile, worlds: list[int]
+    run: RecordedRun, profile: LinkProfile, worlds: list[int], scaling: str | None = None
 ) -> tuple[list[Projected], list[str]]:
-    """The run at each world size of `worlds` (not below its own), and the caveats."""
+    """The run at each world size of `worlds` (not below its own), and the caveats. `scaling`:
+    strong (the global batch kept, shared by more ranks) or weak (each rank's batch kept);
+    None: as the run itself was (train.batch_mode). Under strong scaling a world larger than
+    the global batch would leave ranks without a sample: it is not projected, and the caveat
+    names the largest world that keeps one per rank."""
     start, caveats = run.start, []
     variant = run.row_variant()
     label = f"{run.label}{f' ({variant})' if variant else ''}"
@@ -88,13 +98,23 @@ def project(
     batch = start.global_batch_size
     step_s = batch / samples_s
     compute_s = max(step_s - own, 0.0)
-    weak = start.config.get("train", {}).get("batch_mode") == "per_rank"
+    ran_weak = start.config.get("train", {}).get("batch_mode") == "per_rank"
+    weak = ran_weak if scaling is None else scaling == "weak"
+    # the compute of one rank's batch at the run's size: a weak projection keeps that batch
+    rank_batch = batch // start.world_size
     single_s = compute_s * (1 if weak else start.world_size)  # one worker, no communication
     found = []
     for world in worlds:
         if world < start.world_size:
             caveats.append(
                 f"{label}: not projected to {world} workers, below its own {start.world_size}"
+            )
+            continue
+        if not weak and world > batch:
+            caveats.append(
+                f"{label}: not projected to {world} workers: its global batch of {batch} leaves "
+                f"fewer than one sample per rank there (strong scaling); {batch} workers at most, "
+                f"or --scaling weak to keep {rank_batch} per rank"
             )
             continue
         comm = communication_s(run, profile, world) or 0.0

@@ -61,8 +61,15 @@ def find_profile(given: Path | None, results: list[str]) -> Path:
     return found[0]
 
 
-def report(runs: list[RecordedRun], project: str, given: Path | None, results: list[str]) -> Report:
-    """The projection's text and numbers; ValueError for a bad list or a missing profile."""
+def report(
+    runs: list[RecordedRun],
+    project: str,
+    given: Path | None,
+    results: list[str],
+    scaling: str | None = None,
+) -> Report:
+    """The projection's text and numbers; ValueError for a bad list or a missing profile.
+    `scaling`: strong, weak, or None for each run's own (`projection_model.project`)."""
     counts = worlds(project)
     path = find_profile(given, results)
     profile = links.read(path)
@@ -82,7 +89,7 @@ def report(runs: list[RecordedRun], project: str, given: Path | None, results: l
     header = ("run", "workers", "samples/s (no overlap .. full)", "scaling eff %", "comm ms/step")
     lines.append("{:>34}  {:>7}  {:>32}  {:>14}  {:>12}".format(*header))
     for run in runs:
-        rows, said = projection_model.project(run, profile, counts)
+        rows, said = projection_model.project(run, profile, counts, scaling)
         caveats += said
         timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
         if rows and timed:

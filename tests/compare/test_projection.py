@@ -61,11 +61,44 @@ def test_a_strong_scaling_step_is_compute_shared_out_plus_the_ring_at_the_new_si
     # at 2 ranks: 1 ms + 1 MB x 2(1)/2 x 1 ns = 2 ms of the 10 ms step; compute 8 ms
     assert projection_model.communication_s(run, profile(), 2) == pytest.approx(2e-3)
     (at8,), caveats = projection_model.project(run, profile(), [8])
-    # at 8 ranks: compute 8 ms x 2/8 = 2 ms; 1 ms + 1 MB x 2(7)/8 x 1 ns = 2.75 ms
-    assert caveats == [] and at8.communication_s == pytest.approx(2.75e-3)
-    assert (at8.step_fast_s, at8.step_slow_s) == pytest.approx((2.75e-3, 4.75e-3))
-    assert at8.samples_s_low == pytest.approx(64 / 4.75e-3)
-    assert at8.efficiency_low == pytest.approx(16e-3 / (8 * 4.75e-3))  # 1 worker: 16 ms
+    # at 8 ranks: compute 8 ms x 2/8 = 2 ms; the ring's latency: alpha was 2 steps of 0.5 ms at
+    # 2 ranks, and at 8 an all-reduce takes 2(8-1) = 14 of them, 7 ms; 1 MB x 2(7)/8 x 1 ns =
+    # 1.75 ms on the wire: 8.75 ms
+    assert caveats == [] and at8.communication_s == pytest.approx(8.75e-3)
+    assert (at8.step_fast_s, at8.step_slow_s) == pytest.approx((8.75e-3, 10.75e-3))
+    assert at8.samples_s_low == pytest.approx(64 / 10.75e-3)
+    assert at8.efficiency_low == pytest.approx(16e-3 / (8 * 10.75e-3))  # 1 worker: 16 ms
+
+
+def test_latency_grows_with_the_steps_of_the_algorithm():
+    """Hand-worked: a fit of alpha 1 ms at 2 ranks is 0.5 ms a step for an all-reduce (2 steps)
+    and 1 ms for an all-gather (1 step). A ring pays 2(n-1) and n-1 steps; NCCL's tree
+    all-reduce 2 ceil(log2 n), and NCCL takes the fewer."""
+    gloo, nccl = profile(), profile().model_copy(update={"transport": "nccl"})
+    no_bytes = 0.0
+    assert gloo.seconds("all_reduce", 1, no_bytes, 2) == pytest.approx(1e-3)
+    assert gloo.seconds("all_reduce", 1, no_bytes, 8) == pytest.approx(14 * 0.5e-3)
+    assert gloo.seconds("all_reduce", 1, no_bytes, 512) == pytest.approx(1022 * 0.5e-3)
+    assert gloo.seconds("all_gather", 2, no_bytes, 8) == pytest.approx(2 * 7 * 1e-3)
+    assert nccl.seconds("all_reduce", 1, no_bytes, 8) == pytest.approx(6 * 0.5e-3)
+    assert nccl.seconds("all_reduce", 1, no_bytes, 512) == pytest.approx(18 * 0.5e-3)
+    assert nccl.seconds("all_reduce", 1, no_bytes, 3) == pytest.approx(4 * 0.5e-3)  # a tie
+    assert gloo.seconds("all_reduce", 1, 1e6, 8) == pytest.approx(7e-3 + 1e6 * 1e-9)
+
+
+def test_no_rank_is_projected_without_a_sample_under_strong_scaling():
+    """Global batch 64: 64 workers keep one sample each, 512 would keep an eighth."""
+    rows, caveats = projection_model.project(ddp_run(), profile(), [8, 64, 512])
+    assert [row.world for row in rows] == [8, 64]
+    (said,) = caveats
+    assert "not projected to 512 workers" in said and "64 workers at most" in said, said
+    rows, caveats = projection_model.project(ddp_run(), profile(), [512], scaling="weak")
+    (at512,) = rows
+    assert caveats == [] and at512.world == 512
+    # weak: each rank keeps 32 samples and its 8 ms of compute; the global batch is 16,384
+    comm = 1022 * 0.5e-3 + 1e6 * 2 * 511 / 512 * 1e-9
+    assert at512.step_slow_s == pytest.approx(8e-3 + comm)
+    assert at512.samples_s_low == pytest.approx(32 * 512 / (8e-3 + comm))
 
 
 def test_what_cannot_be_projected_is_said_not_guessed():

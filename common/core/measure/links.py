@@ -87,10 +87,40 @@ class LinkProfile(BaseModel):
     not_measured: dict[str, str] = Field(default_factory=dict)
     """Collectives the framework does not offer here, with why."""
 
-    def seconds(self, kind: str, calls: float, wire: float) -> float | None:
-        """Seconds the model gives `calls` collectives of `kind` sending `wire` bytes."""
+    def seconds(self, kind: str, calls: float, wire: float, group: int) -> float | None:
+        """Seconds the model gives `calls` collectives of `kind` over `group` ranks sending
+        `wire` bytes: each call pays the link's latency once per step of its algorithm
+        (`latency_steps`), and every wire byte beta. The fit's alpha holds the steps of the
+        group it was measured on; per step it is alpha over their number."""
         fit = self.kinds.get(kind) or self.kinds.get("all_reduce")
-        return None if fit is None else calls * fit.alpha_s + wire * fit.beta_s_per_byte
+        if fit is None:
+            return None
+        measured = latency_steps(kind, self.transport, self.world_size)
+        per_step = fit.alpha_s / max(1, measured)
+        steps = latency_steps(kind, self.transport, group)
+        return calls * steps * per_step + wire * fit.beta_s_per_byte
+
+
+def ring_steps(kind: str, ranks: int) -> int:
+    """Latency steps of a ring collective over `ranks`: an all-reduce is a reduce-scatter then an
+    all-gather, each n-1 steps (NCCL src/graph/tuning.cc: nsteps 2(n-1) for Ring AllReduce)."""
+    return (2 if kind == "all_reduce" else 1) * max(0, ranks - 1)
+
+
+def tree_steps(kind: str, ranks: int) -> int:
+    """Latency steps of a tree all-reduce: up the tree and down again, 2 x ceil(log2 n); other
+    kinds have no tree (NCCL runs them as rings)."""
+    if kind != "all_reduce":
+        return ring_steps(kind, ranks)
+    return 2 * max(0, ranks - 1).bit_length() if ranks > 1 else 0
+
+
+def latency_steps(kind: str, transport: str, ranks: int) -> int:
+    """The steps whose latency one call pays, by the algorithm the transport runs: gloo and
+    TensorFlow's RING a ring; NCCL picks the faster of ring and tree (its tuner compares their
+    modelled times; at a latency-bound size that is the one of fewer steps)."""
+    ring = ring_steps(kind, ranks)
+    return min(ring, tree_steps(kind, ranks)) if transport == "nccl" else ring
 
 
 def fit(points: list[Point]) -> tuple[float, float]:
