@@ -148,11 +148,13 @@ def host_caveat(runs: list[RecordedRun], profile: LinkProfile) -> str | None:
     return None
 
 
-def crossover(a: RecordedRun, b: RecordedRun, profile: LinkProfile, world: int) -> str | None:
-    """At which link speed (a factor on the profile's bandwidth) two runs' projected steps at
-    `world` ranks trade places, when they do (no overlap assumed)."""
+def crossover(
+    a: RecordedRun, b: RecordedRun, profiles: tuple[LinkProfile, LinkProfile], world: int
+) -> str | None:
+    """At which link speed (a factor on the profiles' bandwidth, each run's own) two runs'
+    projected steps at `world` ranks trade places, when they do (no overlap assumed)."""
 
-    def parts(run: RecordedRun) -> tuple[float, float] | None:
+    def parts(run: RecordedRun, profile: LinkProfile) -> tuple[float, float] | None:
         fixed = communication_s(run, _latency_only(profile), world)
         every = communication_s(run, profile, world)
         timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
@@ -163,7 +165,7 @@ def crossover(a: RecordedRun, b: RecordedRun, profile: LinkProfile, world: int) 
         compute = max(step - own, 0.0) * run.start.world_size / world
         return compute + fixed, every - fixed  # step = first + second / speed
 
-    one, two = parts(a), parts(b)
+    one, two = parts(a, profiles[0]), parts(b, profiles[1])
     if one is None or two is None or one[1] == two[1]:
         return None
     speed = (two[1] - one[1]) / (one[0] - two[0]) if one[0] != two[0] else None

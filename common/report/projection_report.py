@@ -44,21 +44,51 @@ def profiles_in(results: list[str]) -> list[Path]:
     return sorted({p for r in results if Path(r).is_dir() for p in Path(r).glob("links*.json")})
 
 
-def find_profile(given: Path | None, results: list[str]) -> Path:
-    """The profile named, or the one link profile found in the result folders."""
+@dataclass(frozen=True)
+class Profiles:
+    """The link profiles a projection prices with, by framework: each run with its own
+    framework's where there is one (torch's collectives are not TensorFlow's), else with the
+    one there is, and a caveat that names the tool for the missing one."""
+
+    found: dict[str, tuple[Path, links.LinkProfile]]
+
+    def of(self, run: RecordedRun) -> links.LinkProfile:
+        own = self.found.get(run.start.framework)
+        return (own or next(iter(self.found.values())))[1]
+
+    def caveats(self, runs: list[RecordedRun]) -> list[str]:
+        have = ", ".join(sorted(self.found))
+        return [
+            f"no {framework} link profile: its runs are priced with {have}'s collectives; "
+            f"measure its own (python -m {framework}_impl.links, under a launcher)"
+            for framework in sorted({run.start.framework for run in runs} - set(self.found))
+        ]
+
+    def named(self) -> str:
+        return ", ".join(str(path) for path, _ in self.found.values())
+
+
+def find_profiles(given: Path | None, results: list[str]) -> Profiles:
+    """The profile named, or the link profiles found in the result folders (the first of each
+    framework, sorted by name); every one validated as it is read."""
     if given is not None:
         if not given.is_file():
             raise ValueError(
                 f"--links {given}: no such file (make one: python -m torch_impl.links)"
             )
-        return given
-    found = profiles_in(results)
-    if not found:
+        paths = [given]
+    else:
+        paths = profiles_in(results)
+    if not paths:
         raise ValueError(
             "--project needs a link profile: give --links PROFILE, or put the links.json that "
             "python -m torch_impl.links (or tf_impl.links) wrote into the results"
         )
-    return found[0]
+    found: dict[str, tuple[Path, links.LinkProfile]] = {}
+    for path in paths:
+        profile = links.read(path)
+        found.setdefault(profile.framework, (path, profile))
+    return Profiles(found)
 
 
 def report(
@@ -71,25 +101,23 @@ def report(
     """The projection's text and numbers; ValueError for a bad list or a missing profile.
     `scaling`: strong, weak, or None for each run's own (`projection_model.project`)."""
     counts = worlds(project)
-    path = find_profile(given, results)
-    profile = links.read(path)
-    hosts = ", ".join(sorted(set(profile.hosts)))
-    lines = [
-        f"== projection with the link profile {path} ({profile.framework} "
-        f"{profile.transport}, {profile.world_size} ranks on {hosts})"
-    ]
-    caveats = [c for c in [projection_model.host_caveat(runs, profile)] if c]
-    others = sorted({run.start.framework for run in runs} - {profile.framework})
-    if others:
-        caveats.append(
-            f"the profile timed {profile.framework}'s collectives; {', '.join(others)} runs "
-            "are priced with them too: measure their own (python -m tf_impl.links)"
+    profiles = find_profiles(given, results)
+    lines = []
+    caveats = []
+    for path, profile in profiles.found.values():
+        hosts = ", ".join(sorted(set(profile.hosts)))
+        lines.append(
+            f"== projection with the link profile {path} ({profile.framework} "
+            f"{profile.transport}, {profile.world_size} ranks on {hosts})"
         )
-    found = Report(text="", profile=str(path))
+        priced = [run for run in runs if profiles.of(run) is profile]
+        caveats += [c for c in [projection_model.host_caveat(priced, profile)] if c]
+    caveats += profiles.caveats(runs)
+    found = Report(text="", profile=profiles.named())
     header = ("run", "workers", "samples/s (no overlap .. full)", "scaling eff %", "comm ms/step")
     lines.append("{:>34}  {:>7}  {:>32}  {:>14}  {:>12}".format(*header))
     for run in runs:
-        rows, said = projection_model.project(run, profile, counts, scaling)
+        rows, said = projection_model.project(run, profiles.of(run), counts, scaling)
         caveats += said
         timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
         if rows and timed:
@@ -101,9 +129,9 @@ def report(
             efficiency = f"{100 * row.efficiency_low:>5.0f} .. {100 * row.efficiency_high:<4.0f}"
             comm = f"{1000 * row.communication_s:>12.2f}"
             lines.append(f"{row.label:>34}  {row.world:>7}  {speeds}  {efficiency}  {comm}")
-    lines += [f"  > {sentence}" for sentence in _shares(runs, profile)]
-    lines += [f"  > {sentence}" for sentence in _flips(runs, profile, counts)]
-    lines += [f"  > {sentence}" for sentence in _size_flips(runs, profile, counts)]
+    lines += [f"  > {sentence}" for sentence in _shares(runs, profiles)]
+    lines += [f"  > {sentence}" for sentence in _flips(runs, profiles, counts)]
+    lines += [f"  > {sentence}" for sentence in _size_flips(runs, profiles, counts)]
     lines += [f"  * caveat: {caveat}" for caveat in dict.fromkeys(caveats)]
     lines.append(
         "  * a model's numbers (common.report.projection_model): compute from each run's own step, "
@@ -114,14 +142,14 @@ def report(
     return found
 
 
-def _shares(runs: list[RecordedRun], profile: links.LinkProfile) -> list[str]:
+def _shares(runs: list[RecordedRun], profiles: Profiles) -> list[str]:
     """Why each run's step takes what it takes at its own size: its collectives and bytes, and
     what the profile says they cost, against its measured step."""
     said = []
     for run in runs:
         traffic = next((e.traffic for e in reversed(run.epochs) if e.traffic), None)
         timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
-        comm = projection_model.communication_s(run, profile, run.start.world_size)
+        comm = projection_model.communication_s(run, profiles.of(run), run.start.world_size)
         if not traffic or not timed or comm is None:
             continue
         train = [entry for entry in traffic if entry.phase == "train"]
@@ -138,7 +166,7 @@ def _shares(runs: list[RecordedRun], profile: links.LinkProfile) -> list[str]:
     return said
 
 
-def _flips(runs: list[RecordedRun], profile: links.LinkProfile, counts: list[int]) -> list[str]:
+def _flips(runs: list[RecordedRun], profiles: Profiles, counts: list[int]) -> list[str]:
     """Where two runs of one worker count trade places as the link's bandwidth changes."""
     said = []
     by_world: dict[int, list[RecordedRun]] = {}
@@ -149,7 +177,8 @@ def _flips(runs: list[RecordedRun], profile: links.LinkProfile, counts: list[int
             if own > world or len(group) < 2:
                 continue
             first, second = group[0], group[1]
-            at = projection_model.crossover(first, second, profile, world)
+            pair = (profiles.of(first), profiles.of(second))
+            at = projection_model.crossover(first, second, pair, world)
             if at:
                 said.append(
                     f"At {world} workers, {_name(first)} and {_name(second)} trade places at "
@@ -158,9 +187,7 @@ def _flips(runs: list[RecordedRun], profile: links.LinkProfile, counts: list[int
     return said
 
 
-def _size_flips(
-    runs: list[RecordedRun], profile: links.LinkProfile, counts: list[int]
-) -> list[str]:
+def _size_flips(runs: list[RecordedRun], profiles: Profiles, counts: list[int]) -> list[str]:
     """Where two series of runs measured at the same model sizes (the size axis) trade places
     as the model grows, at each projected worker count: the crossing interpolated on a log
     scale of parameters between the two measured sizes around it."""
@@ -175,7 +202,10 @@ def _size_flips(
             sizes = sorted(set(ones) & set(twos))
             gaps = []
             for size in sizes:
-                steps = [_projected_step(group[size], profile, world) for group in (ones, twos)]
+                steps = [
+                    _projected_step(group[size], profiles.of(group[size]), world)
+                    for group in (ones, twos)
+                ]
                 if None not in steps:
                     gaps.append((size, steps[0] - steps[1]))  # type: ignore[operator]
             for (small, below), (large, above) in zip(gaps, gaps[1:], strict=False):

@@ -2,6 +2,8 @@
 number when it cannot give one: no profile, a world below the run's own, a run without
 traffic records, a profile of other hosts."""
 
+from pathlib import Path
+
 import pytest
 
 import compare
@@ -31,6 +33,14 @@ def profile(hosts=("localhost",)) -> links.LinkProfile:
         launch_id="",
         kinds={"all_reduce": fit},
     )
+
+
+def profiles(**by_framework: links.LinkProfile):
+    """compare's profiles of a projection: torch's `profile()` unless others are given."""
+    from common.report.projection_report import Profiles
+
+    chosen = by_framework or {"torch": profile()}
+    return Profiles({name: (Path(f"links-{name}.json"), fit) for name, fit in chosen.items()})
 
 
 def ddp_run(traffic=True) -> RecordedRun:
@@ -132,13 +142,13 @@ def test_compare_projects_with_a_profile_and_refuses_without_one(tmp_path, capsy
 def test_each_run_is_explained_by_its_bytes_and_the_links_cost():
     from common.report import projection_report
 
-    (said,) = projection_report._shares([ddp_run()], profile())
+    (said,) = projection_report._shares([ddp_run()], profiles())
     # 1 MB in 1 all-reduce; 1 ms + 1 MB x 1 ns = 2 ms of the 10 ms step
     assert said == (
         "torch ddp x2 sends 1 MB per rank per step in 1 collective; at this profile's costs "
         "that is 2 ms of its 10 ms step (20%)"
     )
-    assert projection_report._shares([ddp_run(traffic=False)], profile()) == []
+    assert projection_report._shares([ddp_run(traffic=False)], profiles()) == []
 
 
 def _sized(strategy: str, params: int, samples_per_s: float) -> RecordedRun:
@@ -158,7 +168,7 @@ def test_the_model_size_where_two_strategies_trade_places_is_named():
         _sized("ddp", 10**8, 100.0),
         _sized("fsdp2", 10**8, 200.0),
     ]
-    (said,) = projection_report._size_flips(runs, profile(), [2])
+    (said,) = projection_report._size_flips(runs, profiles(), [2])
     assert said.startswith("At 2 workers, torch ddp x2 and torch fsdp2 x2 trade places near ")
     assert "(measured at 1M and 100M): below it torch ddp x2 is faster" in said
     near = float(said.split("near ")[1].split("M")[0])
@@ -170,5 +180,25 @@ def test_the_model_size_where_two_strategies_trade_places_is_named():
         _sized("ddp", 10**8, 300.0),
         _sized("fsdp2", 10**8, 200.0),
     ]
-    assert projection_report._size_flips(same, profile(), [2]) == []
-    assert projection_report._size_flips(runs, profile(), [1]) == []
+    assert projection_report._size_flips(same, profiles(), [2]) == []
+    assert projection_report._size_flips(runs, profiles(), [1]) == []
+
+
+def test_each_run_is_priced_with_its_own_frameworks_profile():
+    """With both frameworks' profiles among the results, each prices its own runs (TensorFlow's
+    once priced every run); with one missing, the caveat names the tool for that one."""
+    torch_run = ddp_run()
+    tf_run = RecordedRun(
+        "t/metrics.jsonl",
+        [changed(torch_run.records[0], framework="tf", strategy="mwms")] + torch_run.records[1:],
+    )
+    slow = profile().model_copy(update={"framework": "tf", "transport": "ring"})
+    fits = {kind: fit.model_copy(update={"alpha_s": 2e-3}) for kind, fit in slow.kinds.items()}
+    slow = slow.model_copy(update={"kinds": fits})
+    both = profiles(torch=profile(), tf=slow)
+    assert both.of(torch_run).framework == "torch" and both.of(tf_run).framework == "tf"
+    assert both.caveats([torch_run, tf_run]) == []
+    (torch_only,) = profiles().caveats([torch_run, tf_run])
+    assert "no tf link profile" in torch_only and "python -m tf_impl.links" in torch_only
+    (tf_only,) = profiles(tf=slow).caveats([torch_run, tf_run])
+    assert "no torch link profile" in tf_only and "python -m torch_impl.links" in tf_only
