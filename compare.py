@@ -173,7 +173,10 @@ def _main(argv: list[str] | None) -> int:
         except ValueError as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
-        print(projected.text)
+        if args.format == "json":  # one more JSON line, so that the output stays JSON lines
+            print(json.dumps({"projection": projected.as_dict()}))
+        else:
+            print(projected.text)
     for note in notes:
         print(f"not side by side: {note}", file=sys.stderr)
 

@@ -4,9 +4,11 @@ changes, and one plot of the measured points over the projected bands."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from common.core.measure import links
 from common.report import projection_model
@@ -23,6 +25,18 @@ class Report:
         default_factory=list
     )  # label, workers, samples/s
     profile: str = ""
+    sentences: list[str] = field(default_factory=list)  # why, and where runs trade places
+    caveats: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The projection as data (compare --format json): every row's figures, the sentences
+        and the caveats."""
+        return {
+            "profiles": self.profile,
+            "rows": [dataclasses.asdict(row) for row in self.rows],
+            "sentences": self.sentences,
+            "caveats": self.caveats,
+        }
 
 
 def worlds(text: str) -> list[int]:
@@ -129,10 +143,14 @@ def report(
             efficiency = f"{100 * row.efficiency_low:>5.0f} .. {100 * row.efficiency_high:<4.0f}"
             comm = f"{1000 * row.communication_s:>12.2f}"
             lines.append(f"{row.label:>34}  {row.world:>7}  {speeds}  {efficiency}  {comm}")
-    lines += [f"  > {sentence}" for sentence in _shares(runs, profiles)]
-    lines += [f"  > {sentence}" for sentence in _flips(runs, profiles, counts)]
-    lines += [f"  > {sentence}" for sentence in _size_flips(runs, profiles, counts)]
-    lines += [f"  * caveat: {caveat}" for caveat in dict.fromkeys(caveats)]
+    found.sentences = [
+        *_shares(runs, profiles),
+        *_flips(runs, profiles, counts),
+        *_size_flips(runs, profiles, counts),
+    ]
+    found.caveats = list(dict.fromkeys(caveats))
+    lines += [f"  > {sentence}" for sentence in found.sentences]
+    lines += [f"  * caveat: {caveat}" for caveat in found.caveats]
     lines.append(
         "  * a model's numbers (common.report.projection_model): compute from each run's own step, "
         "communication from its counted collectives at the profile's alpha and beta; no "

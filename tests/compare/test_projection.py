@@ -202,3 +202,16 @@ def test_each_run_is_priced_with_its_own_frameworks_profile():
     assert "no tf link profile" in torch_only and "python -m tf_impl.links" in torch_only
     (tf_only,) = profiles(tf=slow).caveats([torch_run, tf_run])
     assert "no torch link profile" in tf_only and "python -m torch_impl.links" in tf_only
+
+
+def test_the_json_output_holds_the_projection_as_data(tmp_path, capsys):
+    """--format json printed the projection as text after the JSON, so it did not parse."""
+    import json
+
+    write_run(tmp_path / "run" / "metrics.jsonl")
+    links.write(profile(), tmp_path / "links.json")
+    assert compare.main([str(tmp_path), "--project", "8", "--format", "json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    (projection,) = [line["projection"] for line in lines if "projection" in line]
+    assert projection["profiles"].endswith("links.json")
+    assert any("no traffic recorded" in caveat for caveat in projection["caveats"])
