@@ -9,6 +9,7 @@ import statistics
 from collections import Counter
 from collections.abc import Iterable
 
+from common.core.config import strategies
 from common.report.rows import Row
 from common.report.runs import RecordedRun
 
@@ -98,6 +99,7 @@ def sentences(rows: list[Row], target: float) -> list[str]:
             for first, second in _strategy_pairs(timed, world)
             if (floor := _within_noise(first, second))
         ]
+        said += _sharded_against_replicated(timed, world)
     if any(row.gpu_nondeterministic for row in rows):
         said.append(
             "These GPU runs were not deterministic (dist.deterministic=false): two runs of one "
@@ -128,6 +130,33 @@ def _traffic(rows: list[Row]) -> list[str]:
             "collective and per byte, the first pays more per step."
         )
     return said
+
+
+def _sharded_against_replicated(rows: list[Row], world: int) -> list[str]:
+    """Where a sharded strategy stands beside a replicated one of the other framework: they
+    differ in more than the framework (TensorFlow has no sharded counterpart)."""
+    here = [row for row in rows if row.world == world and world > 1]
+    shards = {row.framework: row.strategy for row in here if _shards(row)}
+    replicas = {row.framework: row.strategy for row in here if not _shards(row)}
+    said = []
+    for framework, sharded in shards.items():
+        for other, replicated in replicas.items():
+            if other != framework:
+                said.append(
+                    f"At {world} worker(s), {framework} {sharded} shards the parameters, "
+                    f"gradients and optimizer state while {other} {replicated} replicates them: "
+                    "TensorFlow 2.21 and Keras 3 have no FSDP counterpart, so this pair differs "
+                    "in more than the framework (memory per rank above all; "
+                    "docs/frameworks.md)."
+                )
+    return said
+
+
+def _shards(row: Row) -> bool:
+    try:
+        return strategies.get(row.framework, row.strategy).shards
+    except ValueError:  # a strategy of another version of the suite
+        return False
 
 
 def _strategy_pairs(rows: list[Row], world: int) -> list[tuple[Row, Row]]:

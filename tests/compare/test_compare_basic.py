@@ -131,6 +131,10 @@ def test_the_verdict_reads_the_rows():
     )
     assert "Final accuracies agree within 0.10 points (96.60% to 96.70%)." in said
     assert said[-1] == "First to 96.00% validation accuracy: torch single x1, after 30.0 s."
+    (pair,) = [s for s in said if "shards the parameters" in s]
+    assert pair.startswith("At 2 worker(s), torch fsdp2 shards the parameters") and (
+        "tf mwms replicates them" in pair and "no FSDP counterpart" in pair
+    ), pair
 
 
 def test_differences_within_the_spread_of_repeats_are_no_measurable_difference():
