@@ -22,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-from common.report import outputs, projection_report, size_table, tables, verdict
+from common.report import outputs, projection_plot, projection_report, size_table, tables, verdict
 from common.report.inputs import load_runs
 from common.report.rows import group_runs, rows_for
 from common.report.runs import RecordedRun
@@ -181,7 +181,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"not side by side: {note}", file=sys.stderr)
 
     if args.out and runs and args.project:
-        projected_plot = projection_report.plot(projected, args.out)
+        projected_plot = projection_plot.plot(projected, args.out)
         if projected_plot:
             print(f"projection plot: {projected_plot}")
     if args.out and runs:

@@ -4,12 +4,11 @@ the environment the runs came from, taken from their run_start records."""
 from __future__ import annotations
 
 import datetime as dt
-import math
-import statistics
 from collections import Counter
 from collections.abc import Iterable
 
 from common.core.config import strategies
+from common.report import significance
 from common.report.rows import Row
 from common.report.runs import RecordedRun
 
@@ -88,7 +87,7 @@ def sentences(rows: list[Row], target: float) -> list[str]:
             if floor := _within_noise(first, second):
                 said.append(f"At {world} worker(s), {floor}")
             else:
-                _, tested = welch(first, second)
+                _, tested = significance.welch(first, second)
                 said.append(
                     f"At {world} worker(s) the faster framework is {first.framework}: "
                     f"{_label(first)} is {first.speed / second.speed:.2f}x {_label(second)}"
@@ -170,50 +169,17 @@ def _strategy_pairs(rows: list[Row], world: int) -> list[tuple[Row, Row]]:
     ]
 
 
-# The significance a difference in speed must reach to be stated as a finding (the rule for a
-# record in the modded-nanogpt speedrun), and the repeats per row a test needs.
-P_FINDING, TEST_REPEATS = 0.01, 3
-
-
-def welch(first: Row, second: Row) -> tuple[float | None, str]:
-    """Welch's t-test of "first is faster than second" on their repeats' samples/s: its
-    p-value and a clause with it and each mean with its standard error; (None, a clause saying
-    that no test was possible) with fewer than TEST_REPEATS repeats a row; (None, "") for rows
-    without repeats."""
-    a, b = first.samples_s_repeats, second.samples_s_repeats
-    if not a or not b:
-        return None, ""
-    if min(len(a), len(b)) == 1:  # single runs: the verdict's opening says it for every row
-        return None, ""
-    if min(len(a), len(b)) < TEST_REPEATS:
-        return None, (
-            f"no significance test was possible with {min(len(a), len(b))} repeats of one of "
-            f"them; it takes {TEST_REPEATS} a row"
-        )
-    from scipy import stats  # the 'report' extra; imported only where a test is made
-
-    p_value = float(stats.ttest_ind(a, b, equal_var=False, alternative="greater").pvalue)
-    return p_value, (
-        f"Welch's t-test p = {p_value:.2g}; mean ± standard error {statistics.mean(a):,.0f} ± "
-        f"{_sem(a):,.0f} and {statistics.mean(b):,.0f} ± {_sem(b):,.0f} samples/s"
-    )
-
-
-def _sem(values: list[float]) -> float:
-    return statistics.stdev(values) / math.sqrt(len(values))
-
-
 def _within_noise(first: Row, second: Row) -> str:
     """ "no measurable difference" with the figures, when `first` is not faster than `second`
-    at p < P_FINDING (Welch's t-test on their repeats), or, without a test, by less than the
-    larger spread of their repeats; "" when it is, or no row has repeats."""
-    p_value, tested = welch(first, second)
+    at p < P_FINDING (`significance`: Welch's t-test on their repeats), or, without a test, by
+    less than the larger spread of their repeats; "" when it is, or no row has repeats."""
+    p_value, tested = significance.welch(first, second)
     if p_value is not None:
-        if p_value < P_FINDING:
+        if p_value < significance.P_FINDING:
             return ""
         return (
             f"{_label(first)} and {_label(second)} show no measurable difference: "
-            f"{tested}, not below {P_FINDING}."
+            f"{tested}, not below {significance.P_FINDING}."
         )
     spreads = [row.samples_s_spread for row in (first, second) if row.samples_s_spread]
     if not spreads or first.speed - second.speed >= max(spreads):

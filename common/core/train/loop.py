@@ -25,9 +25,10 @@ from common.core.measure.traffic import Call
 from common.core.records.entries import TrafficEntry
 from common.core.records.records import Status
 from common.core.run import recorder
+from common.core.run.chief import exchange
 from common.core.run.contract import Trainer
 from common.core.run.lastwords import LastWords
-from common.core.run.lifecycle import Run, exchange
+from common.core.run.lifecycle import Run
 from common.core.run.resume import RunRefused
 from common.core.run.stops import (
     PREEMPTED_EXIT,
