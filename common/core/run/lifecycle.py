@@ -196,7 +196,6 @@ class Run:
         except BaseException as failure:  # torch's CheckpointException is a BaseException
             stopped = isinstance(failure, (KeyboardInterrupt, SystemExit))
             full = None if stopped else checkpoint_folders.full_disk(folder)
-            checkpoint_folders.discard(self.run_dir)  # on every rank: its own part too
             if full is not None:
                 raise full from failure
             raise
@@ -229,6 +228,9 @@ class Run:
                     ends.end_for_chief(self.run_dir, self.pids[0], said)
                 self._let_go()
                 return True
+            # what a failed save staged goes: after every rank saw its own error (a rank that
+            # freed the space first hid the full disk from the others), before run_end
+            checkpoint_folders.discard(self.run_dir)
             end = recorder.run_end(
                 self.cfg,
                 status=status,
