@@ -11,21 +11,25 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-import torch.distributed.checkpoint as dcp
 from torch import nn
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_model_state_dict,
-    get_state_dict,
-    set_state_dict,
-)
 
 from common.storage.whole import whole
 from torch_impl.dist import DistInfo, barrier
 
 
+def _dcp():
+    """DCP and its state-dict helpers, imported when a checkpoint is saved or loaded: importing
+    them costs 0.8 s of CPU at every rank's start on [D] (they bring DTensor with them), paid by
+    every run that never checkpoints."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    return dcp, get_state_dict, set_state_dict
+
+
 def save_checkpoint(folder: Path, *, model: nn.Module, optimizer, info: DistInfo) -> None:
     """This rank's part of the state (collective: every rank calls it)."""
+    dcp, get_state_dict, _ = _dcp()
     model_state, optim_state = get_state_dict(model, optimizer)
     dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=folder)
     torch.save(torch.get_rng_state(), folder / f"rng-rank{info.rank}.pt")
@@ -35,6 +39,7 @@ def save_checkpoint(folder: Path, *, model: nn.Module, optimizer, info: DistInfo
 
 def load_checkpoint(folder: Path, *, model: nn.Module, optimizer, info: DistInfo) -> None:
     """Restore model, optimizer and this rank's RNG (collective)."""
+    dcp, get_state_dict, set_state_dict = _dcp()
     model_state, optim_state = get_state_dict(model, optimizer)
     dcp.load({"model": model_state, "optim": optim_state}, checkpoint_id=folder)  # in place
     set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=optim_state)
@@ -49,6 +54,8 @@ def export_model(model: nn.Module, run_dir: Path, info: DistInfo) -> Path:
     # Offload only from a GPU: with the model already on the CPU, FSDP1's offloading full state
     # dict segfaults in torch 2.13 (seen on 2 gloo ranks), and there is nothing to move anyway.
     offload = info.device.type == "cuda"
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
     state = get_model_state_dict(
         model, options=StateDictOptions(full_state_dict=True, cpu_offload=offload)
     )
