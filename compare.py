@@ -17,12 +17,22 @@ Exit status: 0 when every input was valid (or the curves agree), 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
-from common.report import outputs, projection_plot, projection_report, size_table, tables, verdict
+from common.report import (
+    outputs,
+    projection_memory,
+    projection_plot,
+    projection_report,
+    size_table,
+    tables,
+    verdict,
+)
 from common.report.inputs import load_runs
 from common.report.rows import group_runs, rows_for
 from common.report.runs import RecordedRun
@@ -117,6 +127,13 @@ def _main(argv: list[str] | None) -> int:
         "each run ran (train.batch_mode)",
     )
     parser.add_argument(
+        "--device-memory",
+        metavar="SIZE",
+        help="with --project: each run's memory per rank at every worker count (torch's "
+        "trackers, python -m torch_impl.memory_plan) and whether it fits a device of SIZE, "
+        "e.g. 80GiB",
+    )
+    parser.add_argument(
         "--links",
         type=Path,
         metavar="PROFILE",
@@ -129,6 +146,12 @@ def _main(argv: list[str] | None) -> int:
     if args.project is not None:  # before any work: an empty or malformed list is refused
         try:
             projection_report.worlds(args.project)
+        except ValueError as error:
+            parser.error(str(error))
+    device = None
+    if args.device_memory is not None:
+        try:
+            device = projection_memory.device_bytes(args.device_memory)
         except ValueError as error:
             parser.error(str(error))
     if args.assert_close:
@@ -173,10 +196,25 @@ def _main(argv: list[str] | None) -> int:
         except ValueError as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
+        memory: list[projection_memory.MemoryRow] = []
+        if device is not None:
+            counts = projection_report.worlds(args.project)
+            try:
+                memory = projection_memory.memory_rows(runs, counts, args.scaling, device)
+            except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:
+                print(f"error: {error}", file=sys.stderr)
+                return 1
         if args.format == "json":  # one more JSON line, so that the output stays JSON lines
-            print(json.dumps({"projection": projected.as_dict()}))
+            shown = projected.as_dict()
+            if device is not None:
+                shown["memory"] = [
+                    {**dataclasses.asdict(row), "total_bytes": row.total_bytes} for row in memory
+                ]
+            print(json.dumps({"projection": shown}))
         else:
             print(projected.text)
+            if device is not None:
+                print("\n".join(projection_memory.lines(memory, device)))
     for note in notes:
         print(f"not side by side: {note}", file=sys.stderr)
 

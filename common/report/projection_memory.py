@@ -1,0 +1,161 @@
+"""Memory at the projected worker counts (`compare.py --project 8,64 --device-memory 80GiB`):
+what one rank of each run holds at N, whether that fits the device, and what it is made of.
+
+The tensors come from torch's own memory trackers over a fake process group of N ranks
+(`torch_impl.memory_plan`, run in a subprocess: `common` imports no framework), stepping the
+run's model, optimizer and precision on the per-rank batch at N. The rank's base (the framework,
+the data, on a GPU whatever the allocator held before the model) is the run's own measured
+`baseline_bytes`, carried to every N unchanged. A TensorFlow MWMS run is priced as its replica:
+the tracker's DDP figure for the same model (parameters, gradients, optimizer state, one more
+copy of the gradients for the all-reduce's buffers), since TensorFlow has no such tracker.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from common.report.runs import RecordedRun
+
+UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+UNITS |= {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+TIMEOUT_S = 600  # one run's worker counts; a 100M-parameter model steps in seconds
+
+
+def device_bytes(text: str) -> int:
+    """'80GiB' -> bytes; ValueError naming the accepted form."""
+    found = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]i?B|B)\s*", text)
+    if not found or found.group(2) not in UNITS or float(found.group(1)) <= 0:
+        raise ValueError(
+            f"--device-memory takes a size such as 80GiB, 40GB or 512MiB, got {text!r}"
+        )
+    return int(float(found.group(1)) * UNITS[found.group(2)])
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    label: str
+    world: int
+    batch: int | None  # per rank at `world`
+    state_bytes: int | None  # parameters, gradients and optimizer state at the peak
+    peak_bytes: int | None  # every tensor at the step's peak (the tracker's total)
+    base_bytes: int  # the run's measured base, carried unchanged
+    fits: bool | None  # base + peak within the device's memory
+    refused: str = ""  # why this world is not priced
+
+    @property
+    def total_bytes(self) -> int | None:
+        return None if self.peak_bytes is None else self.base_bytes + self.peak_bytes
+
+
+def _strategy(run: RecordedRun) -> str:
+    """The torch strategy whose tracker figure prices the run (MWMS: DDP's replica)."""
+    if run.start.framework == "torch":
+        return run.start.strategy
+    return "ddp" if run.start.world_size > 1 else "single"
+
+
+def _ranks_per_node(run: RecordedRun) -> int:
+    hosts = run.start.hosts or []
+    return max(1, len(hosts) // max(1, len(set(hosts)))) if hosts else run.start.world_size
+
+
+def _base(run: RecordedRun) -> int:
+    for epoch in reversed(run.epochs):
+        if epoch.memory and epoch.memory[0].baseline_bytes is not None:
+            return int(epoch.memory[0].baseline_bytes)
+    return 0
+
+
+def plan_run(run: RecordedRun, counts: list[int], scaling: str) -> list[dict[str, Any]]:
+    """The tracker's rows for `run` at `counts` workers (`torch_impl.memory_plan --json`);
+    RuntimeError naming the run and the tool's last line when it fails."""
+    with tempfile.TemporaryDirectory() as folder:
+        config = Path(folder) / "config.yaml"
+        config.write_text(yaml.safe_dump(run.start.config))
+        command = [
+            sys.executable,
+            "-m",
+            "torch_impl.memory_plan",
+            "--config",
+            str(config),
+            "--set",
+            f"torch.strategy={_strategy(run)}",
+            "--world",
+            ",".join(map(str, counts)),
+            "--scaling",
+            scaling,
+            "--run-world",
+            str(run.start.world_size),
+            "--local-world",
+            str(_ranks_per_node(run)),
+            "--json",
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"memory at N for {run.label} failed: {last}")
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def memory_rows(
+    runs: list[RecordedRun], counts: list[int], scaling: str | None, device: int | None
+) -> list[MemoryRow]:
+    """Every run at every count; `device`: the memory of one device in bytes (None: no
+    verdict). `scaling` None takes each run's own batch mode (strong for a global batch)."""
+    rows = []
+    for run in runs:
+        own = (
+            "weak"
+            if run.start.config.get("train", {}).get("batch_mode") == "per_rank"
+            else "strong"
+        )
+        base = _base(run)
+        for found in plan_run(run, counts, scaling or own):
+            peak = found.get("peak")
+            state = None if peak is None else found["params"] + found["grads"] + found["optimizer"]
+            rows.append(
+                MemoryRow(
+                    label=run.label,
+                    world=found["world"],
+                    batch=found.get("batch"),
+                    state_bytes=state,
+                    peak_bytes=peak,
+                    base_bytes=base,
+                    fits=None if peak is None or device is None else base + peak <= device,
+                    refused=found.get("refused", ""),
+                )
+            )
+    return rows
+
+
+def lines(rows: list[MemoryRow], device: int | None) -> list[str]:
+    """The table of `rows`, in MiB, with the verdict against `device` bytes."""
+    against = f" (device {device / 2**30:,.1f} GiB)" if device else ""
+    out = [f"== memory per rank at N{against}: torch's trackers, plus each run's measured base"]
+    header = ("run", "workers", "batch", "state MiB", "peak MiB", "+ base MiB", "fits")
+    out.append("{:>34}  {:>7}  {:>5}  {:>10}  {:>10}  {:>10}  {:>4}".format(*header))
+    for row in rows:
+        if row.refused or row.state_bytes is None or row.peak_bytes is None:
+            out.append(f"{row.label:>34}  {row.world:>7}  not priced: {row.refused}")
+            continue
+        fits = "-" if row.fits is None else ("yes" if row.fits else "NO")
+        out.append(
+            f"{row.label:>34}  {row.world:>7}  {row.batch:>5}  {row.state_bytes / 2**20:>10,.1f}  "
+            f"{row.peak_bytes / 2**20:>10,.1f}  {(row.base_bytes + row.peak_bytes) / 2**20:>10,.1f}  "
+            f"{fits:>4}"
+        )
+    out.append(
+        "  * state: parameters, gradients and optimizer state at the step's peak; peak: every "
+        "tensor there (gathered units, collective buffers, activations); TensorFlow MWMS as "
+        "DDP's replica (torch_impl.memory_plan)"
+    )
+    return out

@@ -1,0 +1,50 @@
+"""compare --project N --device-memory SIZE: each run's rank at N from torch's trackers
+(torch_impl.memory_plan in a subprocess) plus the run's measured base, against the device."""
+
+import json
+
+import pytest
+
+import compare
+from common.core.measure import links
+from common.report import projection_memory
+from tests.compare.test_projection import profile
+from tests.records import write_run
+
+
+def memory_rows(tmp_path, capsys, device: str) -> list[dict]:
+    write_run(tmp_path / "run" / "metrics.jsonl")
+    links.write(profile(), tmp_path / "links.json")
+    argv = [str(tmp_path), "--project", "2,8", "--device-memory", device, "--format", "json"]
+    assert compare.main(argv) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    (projection,) = [line["projection"] for line in lines if "projection" in line]
+    return projection["memory"]
+
+
+def test_each_run_gets_its_memory_per_rank_at_every_worker_count(tmp_path, capsys):
+    rows = memory_rows(tmp_path, capsys, "1GiB")
+    assert [row["world"] for row in rows] == [2, 8]
+    for row in rows:
+        assert row["state_bytes"] > 0 and row["peak_bytes"] >= row["state_bytes"]
+        assert row["total_bytes"] == row["base_bytes"] + row["peak_bytes"]
+        assert row["fits"] is True  # the seed MLP's 0.4 MB of parameters, on 1 GiB
+
+
+def test_a_device_too_small_is_said_per_row(tmp_path, capsys):
+    rows = memory_rows(tmp_path, capsys, "64KiB")
+    assert [row["fits"] for row in rows] == [False, False]
+
+
+@pytest.mark.parametrize("size", ["80", "80 gigs", "-1GiB", "0GB"])
+def test_a_size_that_is_not_one_is_refused_before_any_work(size, capsys):
+    with pytest.raises(SystemExit) as stop:
+        compare.main(["somewhere", "--project", "8", f"--device-memory={size}"])
+    assert stop.value.code == 2
+    assert "--device-memory takes a size such as 80GiB" in capsys.readouterr().err
+
+
+def test_sizes_read_in_both_units():
+    assert projection_memory.device_bytes("80GiB") == 80 * 2**30
+    assert projection_memory.device_bytes("40GB") == 40 * 10**9
+    assert projection_memory.device_bytes("1.5MiB") == 3 * 2**19

@@ -1,0 +1,207 @@
+"""What one rank of a torch configuration holds at a world size it was not run at, without the
+ranks: torch's own memory trackers (`torch.distributed._tools`) follow two optimizer steps of
+rank 0 over a fake process group of N ranks, in this one process, on the CPU.
+
+    python -m torch_impl.memory_plan --config configs/mlp_adam.yaml --set torch.strategy=fsdp2 \
+        --world 2,8,64 [--scaling strong|weak] [--json]
+
+The model is built as the training program builds it (`torch_impl.parallel.build_parallel`:
+fully_shard per unit on the meta device, then only this rank's shards get storage), with the
+run's optimizer and precision, and steps on a random batch of the per-rank size at N. The fake
+group's collectives move nothing, but they allocate what the real ones would (all-gather and
+reduce-scatter buffers), so the tracker sees them. What it counts, at the step's peak:
+  params       fully_shard/FSDP1: this rank's shards and the units gathered at that moment;
+               ddp/single: the replica
+  grads        the same split for the gradients
+  optimizer    the optimizer's state (Adam: 2 tensors per parameter, on the shards)
+  activations  kept for the backward, with the backward's temporaries and the inputs
+  buffers      the collectives' buffers (all-gather and reduce-scatter outputs)
+Tensor bytes only: the process's own base (the framework, the data, CUDA's context) is not a
+tensor; `common.report.projection_report` adds the run's measured baseline to it.
+Tracker used: FSDPMemTracker for fully_shard (fsdp2, hsdp), MemTracker elsewhere; FSDP1's flat
+parameters are counted as parameters, its gathered ones as temporaries (MemTracker knows no
+FSDP1 state).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.distributed as torch_dist
+from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+from torch.distributed._tools.mem_tracker import MemTracker
+from torch.testing._internal.distributed.fake_pg import FakeStore
+
+from common.core.config import config_io
+from common.core.config.config import Config
+from common.core.config.strategies import ParallelDims, Strategy, get
+from torch_impl.optim import build_optimizer, implementation
+from torch_impl.parallel import build_parallel, resolve_strategy
+from torch_impl.precision import Amp
+from torch_impl.step import optimizer_step
+
+CATEGORIES = ("params", "grads", "optimizer", "activations", "buffers")
+# the trackers' own category names, by ours
+KINDS = {
+    "params": ("Parameter", "Sharded Param", "Unsharded Param", "Buffer"),
+    "grads": ("Gradient", "Sharded Grad", "Unsharded Grad"),
+    "optimizer": ("Optstate", "OptState"),
+    "activations": ("Activation", "Temp", "Inputs", "Other"),
+    "buffers": ("All Gather", "Reduce Scatter"),
+}
+STEPS = 2  # the optimizer's state exists from the first step on; the second is the steady one
+
+
+def per_rank_batch(cfg: Config, world: int, scaling: str, run_world: int = 1) -> int:
+    """The batch of one rank at `world` ranks. Strong scaling splits the run's global batch
+    (ValueError when a rank would get less than one sample); weak keeps the per-rank batch the
+    run had at `run_world` ranks. train.batch_mode=per_rank is weak scaling by definition."""
+    per_rank_at_run = cfg.train.per_rank_batch_size(run_world)
+    if scaling == "weak" or cfg.train.batch_mode == "per_rank":
+        return per_rank_at_run
+    global_batch = cfg.train.global_batch_size(run_world)
+    if global_batch < world:
+        raise ValueError(
+            f"a global batch of {global_batch} leaves no sample for a rank at {world} ranks; "
+            "project with --scaling weak, or to fewer ranks"
+        )
+    return global_batch // world
+
+
+def tracked(cfg: Config, world: int, batch: int, local_world: int | None = None) -> dict[str, int]:
+    """Rank 0's tensor bytes by category at the peak of STEPS optimizer steps at `world` ranks,
+    and 'peak', their sum there. `local_world`: ranks per node (hsdp's shard group by default).
+    ValueError for fsdp1, which torch's trackers do not follow."""
+    strategy = get("torch", cfg.torch.strategy)
+    if strategy.parameters == "flat":
+        raise ValueError(
+            "fsdp1 is not tracked: torch's memory trackers follow fully_shard and plain modules, "
+            "not FSDP1's flat parameters; fsdp2 with the same sharding shards the same units"
+        )
+    if strategy.name == "ddp":
+        # The replica, stepped alone (the fake group cannot run DDP's all-reduce hook), plus
+        # DDP's gradient buckets: a second copy of the gradients (gradient_as_bucket_view is
+        # off, torch's default and this suite's)
+        alone = cfg.model_copy(
+            update={"torch": cfg.torch.model_copy(update={"strategy": "single"})}
+        )
+        sizes = tracked(alone, 1, batch)
+        return {**sizes, "buffers": sizes["grads"], "peak": sizes["peak"] + sizes["grads"]}
+    dims: ParallelDims = strategy.dims(world, local_world or world, cfg)
+    torch_dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
+    try:
+        found = _peak(cfg, strategy, dims, batch)
+    finally:
+        torch_dist.destroy_process_group()
+    by_name = {str(getattr(kind, "value", kind)): int(size) for kind, size in found.items()}
+    sizes = {
+        category: sum(by_name.get(name, 0) for name in names) for category, names in KINDS.items()
+    }
+    return {**sizes, "peak": by_name.get("Total", sum(sizes.values()))}
+
+
+def _peak(cfg: Config, strategy: Strategy, dims: ParallelDims, batch: int) -> dict[Any, int]:
+    """The tracker's peak snapshot of STEPS optimizer steps on a random batch of `batch`."""
+    device = torch.device("cpu")
+    torch.manual_seed(0)
+    model = build_parallel(cfg, device, dims)
+    impl = implementation(
+        cfg.optim.name,
+        cfg.torch.optimizer_impl,
+        loss_scaling=cfg.torch.mixed_precision == "fp16",
+        strategy=strategy,
+    )
+    optimizer = build_optimizer(cfg.optim, model.parameters(), impl)
+    amp = Amp(cfg, strategy, device, rank=0)
+    net = cfg.net()
+    images = torch.randn(batch, *net.inputs)
+    labels = torch.randint(0, net.classes, (batch,))
+    sharded = strategy.parameters == "dtensor"
+    tracker: Any = FSDPMemTracker(model, optimizer) if sharded else MemTracker()
+    if sharded:
+        tracker.track_inputs((images,))
+    else:
+        tracker.track_external(model, optimizer, images)
+    with tracker:
+        for _ in range(STEPS):
+            optimizer_step(model, optimizer, amp, images, labels, cfg.optim.lr, dims.dp_size)
+            if not sharded:  # MemTracker follows one iteration at a time (its peak stays)
+                tracker.reset_mod_stats()
+    (found,) = tracker.get_tracker_snapshot("peak").values()
+    return dict(found)
+
+
+def plan(
+    cfg: Config,
+    worlds: Sequence[int],
+    scaling: str,
+    run_world: int = 1,
+    local_world: int | None = None,
+) -> list[dict[str, Any]]:
+    """One row per world size: strategy, world, per-rank batch and `tracked`'s bytes; a world
+    the batch cannot split over gets its reason instead."""
+    rows = []
+    for world in worlds:
+        resolved = resolve_strategy(cfg, world)
+        row: dict[str, Any] = {"strategy": resolved.torch.strategy, "world": world}
+        try:
+            if world > 1 and get("torch", resolved.torch.strategy).processes == "one":
+                raise ValueError(f"{resolved.torch.strategy} runs one process, not {world}")
+            row["batch"] = per_rank_batch(resolved, world, scaling, run_world)
+            row.update(tracked(resolved, world, row["batch"], local_world))
+        except ValueError as error:
+            row["refused"] = str(error)
+        rows.append(row)
+    return rows
+
+
+def _worlds(text: str) -> list[int]:
+    try:
+        worlds = [int(part) for part in text.split(",")]
+    except ValueError:
+        worlds = []
+    if not worlds or min(worlds) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give world sizes of 1 or more, e.g. 2,8,64")
+    return worlds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m torch_impl.memory_plan",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    config_io.add_config_arguments(parser)
+    parser.add_argument("--world", type=_worlds, required=True, help="world sizes, e.g. 2,8,64")
+    parser.add_argument("--scaling", choices=("strong", "weak"), default="strong")
+    parser.add_argument(
+        "--run-world", type=int, default=1, help="the ranks the run had (its global batch)"
+    )
+    parser.add_argument("--local-world", type=int, help="ranks per node (hsdp's shard group)")
+    parser.add_argument("--json", action="store_true", help="one JSON line per world size")
+    args = parser.parse_args(argv)
+    try:
+        cfg = config_io.config_from_args(args)
+    except ValueError as error:  # the config's own message names the key and the fix
+        parser.error(str(error))
+    for row in plan(cfg, args.world, args.scaling, args.run_world, args.local_world):
+        if args.json:
+            print(json.dumps(row))
+        elif "refused" in row:
+            print(f"{row['strategy']} x{row['world']}: {row['refused']}")
+        else:
+            parts = "  ".join(f"{c} {row[c] / 2**20:,.1f}" for c in CATEGORIES)
+            print(
+                f"{row['strategy']} x{row['world']} (batch {row['batch']}/rank): "
+                f"peak {row['peak'] / 2**20:,.1f} MiB = {parts}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
