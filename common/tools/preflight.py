@@ -2,7 +2,7 @@
 them, in about a minute. Exits 1 naming the first check that failed.
 
     python -m common.tools.preflight [--nproc 2] [--device auto|cpu|gpu] [--frameworks torch,tf]
-                                     [--links-dir results]
+                                     [--links-dir results] [--links-max-bytes BYTES]
     sbatch -N2 --ntasks-per-node=1 slurm/run_slurm.sh preflight      (the same, as srun steps)
 
 For each framework it runs, with the launcher the runs use (common.launch here, srun in a job):
@@ -146,12 +146,16 @@ def probe(framework: str, start: list[str], device: str, tf32: bool) -> dict[str
     )
 
 
-def link_profile(framework: str, start: list[str], device: str, folder: Path) -> list[str]:
-    """Run the framework's link tool; the report's lines on the profile it wrote."""
-    step(f"{framework}: link profile (collectives from 8 B to 64 MiB, fitted)")
+def link_profile(
+    framework: str, start: list[str], device: str, folder: Path, max_bytes: int = links.SIZES[-1]
+) -> list[str]:
+    """Run the framework's link tool, up to `max_bytes` a call; the report's lines on the
+    profile it wrote."""
+    step(f"{framework}: link profile (collectives from 8 B to {_size(max_bytes)}, fitted)")
     out = folder / f"links-{framework}.json"
     module = f"{programs.get(framework).package}.links"
     command = [*start, sys.executable, "-m", module, "--out", str(out), "--device", device]
+    command += ["--max-bytes", str(max_bytes)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
     if done.returncode != 0 or not out.is_file():
         tail = " ".join((done.stderr or done.stdout).split())[-600:]
@@ -165,6 +169,13 @@ def link_profile(framework: str, start: list[str], device: str, folder: Path) ->
             f"1/beta {bandwidth:8.3f} GB/s"
         )
     return lines
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+        if count >= scale and count % scale == 0:
+            return f"{count // scale} {unit}"
+    return f"{count} B"
 
 
 def train(
@@ -244,7 +255,20 @@ def main(argv: list[str] | None = None) -> int:
         help="where each framework's link profile goes (links-<framework>.json), for "
         "compare.py --project (default: results)",
     )
+    parser.add_argument(
+        "--links-max-bytes",
+        type=int,
+        default=links.SIZES[-1],
+        metavar="BYTES",
+        help=f"the link profile's largest call (default {links.SIZES[-1]:,}: 64 MiB; a smaller one "
+        "measures slow links sooner, and fits on fewer sizes)",
+    )
     args = parser.parse_args(argv)
+    if args.links_max_bytes < links.SIZES[1]:
+        parser.error(
+            f"--links-max-bytes {args.links_max_bytes}: a fit takes two sizes at least, and the "
+            f"second is {links.SIZES[1]} bytes"
+        )
     start = launcher(args.launcher, args.nproc)
     with tempfile.TemporaryDirectory(prefix="preflight-") as scratch:
         out = Path(args.out or scratch)
@@ -253,7 +277,9 @@ def main(argv: list[str] | None = None) -> int:
                 found = probe(framework, start, args.device, args.tf32)
                 linked = []
                 if found["world_size"] > 1:
-                    linked = link_profile(framework, start, args.device, args.links_dir)
+                    linked = link_profile(
+                        framework, start, args.device, args.links_dir, args.links_max_bytes
+                    )
                 rows = train(framework, start, found, device=args.device, out=out)
             except (Failed, subprocess.TimeoutExpired) as failure:
                 print(f"preflight FAILED: {failure}", file=sys.stderr)

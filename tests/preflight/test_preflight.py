@@ -18,9 +18,13 @@ def run_preflight(*args):
     return subprocess.run(command, capture_output=True, text=True, timeout=900)
 
 
+# the link profiles up to 2 MiB a call, not 64 MiB: the same kinds and fit, in a third of the time
+LINKS = ["--links-max-bytes", str(2**21)]
+
+
 @pytest.mark.parametrize("nproc", [1, 2])
 def test_the_preflight_checks_both_frameworks(nproc, tmp_path):
-    done = run_preflight("--nproc", str(nproc), "--links-dir", str(tmp_path))
+    done = run_preflight("--nproc", str(nproc), "--links-dir", str(tmp_path), *LINKS)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert out.rstrip().endswith("preflight passed")
@@ -53,6 +57,13 @@ def test_a_failed_check_is_named_and_fails_the_preflight():
     assert done.returncode == 1
     assert "preflight FAILED: torch probe (exit 2)" in done.stderr
     assert "dist.device=gpu but torch sees no GPU" in done.stderr
+
+
+def test_a_link_profile_too_small_to_fit_is_refused_before_any_work(capsys):
+    with pytest.raises(SystemExit) as stop:
+        preflight.main(["--links-max-bytes", "8"])
+    assert stop.value.code == 2
+    assert "--links-max-bytes 8: a fit takes two sizes at least" in capsys.readouterr().err
 
 
 def test_bus_bandwidth_is_computed_as_nccl_tests_does():

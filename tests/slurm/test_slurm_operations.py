@@ -22,7 +22,7 @@ def test_the_preflight_runs_as_a_job_on_the_cluster(cluster, tmp_path):
     each node (the preflight of 2 ranks on one machine is tests/preflight's)."""
     env = slurm_env(tmp_path)
     options = [*layout(cluster), "--job-name=p", f"--output={tmp_path}/%x-%j.out"]
-    job = submit(options, ["preflight"], env)
+    job = submit(options, ["preflight", "--links-max-bytes", str(2**21)], env)  # 2 MiB
     state, log = wait_for(job, env, timeout_s=600), (tmp_path / f"p-{job}.out").read_text()
     assert state == "COMPLETED" and "preflight passed" in log, log
     for rank, node in enumerate(["n1", "n2"]):
