@@ -2,10 +2,9 @@
 
 import os
 
-# torch's CPU matmuls run on Intel MKL, whose threads MKL may cut down when it finds the machine
-# busy (MKL_DYNAMIC, on by default): another split of a sum, other last bits. On an Intel Xeon
-# with AVX-512 ([D], docs/hosts.md) a stop and resume ended 1e-7 away from the uninterrupted run
-# in 2 of 8 tries of tests/faults/test_loader_resume.py under load, and in 0 of 10 with
-# MKL_DYNAMIC=FALSE (the bitwise-resume promise on the CPU needs the same threads every time).
-# Set before torch is imported; a user's own value wins.
+# torch's CPU matmuls run on Intel MKL; a busy machine must not change its thread count
+# (MKL_DYNAMIC). torch.set_num_threads also turns it off, for the programs that call it; this
+# covers the rest. Set before torch is imported; a user's own value wins. The cause of the CPU
+# runs that now and then ended a few units of 1e-7 away from an identical one on [D] was
+# another (`torch_impl.precision.settle_vector_math`).
 os.environ.setdefault("MKL_DYNAMIC", "FALSE")

@@ -31,6 +31,7 @@ from common.models import zoo
 from torch_impl.data import MnistImages
 from torch_impl.model import build_model
 from torch_impl.optim import build_optimizer
+from torch_impl.precision import settle_vector_math
 
 
 def _model_and_optimizer(model_name: str, device: torch.device):
@@ -97,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spec = environment.from_environment({})
     torch.set_num_threads(devices.threads_per_rank(spec, devices.available_cores()))
+    settle_vector_math()
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
     try:
         placed = devices.place(

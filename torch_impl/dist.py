@@ -23,7 +23,7 @@ from common.core.config.config import Config
 from common.core.measure import devices
 from common.launch import cluster, rendezvous
 from torch_impl import nccl
-from torch_impl.precision import apply_determinism
+from torch_impl.precision import apply_determinism, settle_vector_math
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,7 @@ def set_threads(spec: cluster.ClusterSpec) -> dict[str, int]:
     side)."""
     intra = devices.threads_per_rank(spec, devices.available_cores())
     torch.set_num_threads(intra)
+    settle_vector_math()
     try:  # allowed once, before any inter-op work has started
         torch.set_num_interop_threads(devices.inter_op_threads(intra))
     except RuntimeError:
