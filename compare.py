@@ -205,12 +205,12 @@ def _main(argv: list[str] | None) -> int:
                 print(f"error: {error}", file=sys.stderr)
                 return 1
         if args.format == "json":  # one more JSON line, so that the output stays JSON lines
-            shown = projected.as_dict()
+            as_data = projected.as_dict()
             if device is not None:
-                shown["memory"] = [
+                as_data["memory"] = [
                     {**dataclasses.asdict(row), "total_bytes": row.total_bytes} for row in memory
                 ]
-            print(json.dumps({"projection": shown}))
+            print(json.dumps({"projection": as_data}))
         else:
             print(projected.text)
             if device is not None:

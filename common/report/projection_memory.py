@@ -148,11 +148,9 @@ def lines(rows: list[MemoryRow], device: int | None) -> list[str]:
             out.append(f"{row.label:>34}  {row.world:>7}  not priced: {row.refused}")
             continue
         fits = "-" if row.fits is None else ("yes" if row.fits else "NO")
-        out.append(
-            f"{row.label:>34}  {row.world:>7}  {row.batch:>5}  {row.state_bytes / 2**20:>10,.1f}  "
-            f"{row.peak_bytes / 2**20:>10,.1f}  {(row.base_bytes + row.peak_bytes) / 2**20:>10,.1f}  "
-            f"{fits:>4}"
-        )
+        mib = [row.state_bytes, row.peak_bytes, row.base_bytes + row.peak_bytes]
+        figures = "  ".join(f"{size / 2**20:>10,.1f}" for size in mib)
+        out.append(f"{row.label:>34}  {row.world:>7}  {row.batch:>5}  {figures}  {fits:>4}")
     out.append(
         "  * state: parameters, gradients and optimizer state at the step's peak; peak: every "
         "tensor there (gathered units, collective buffers, activations); TensorFlow MWMS as "
