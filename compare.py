@@ -207,9 +207,7 @@ def _main(argv: list[str] | None) -> int:
         if args.format == "json":  # one more JSON line, so that the output stays JSON lines
             as_data = projected.as_dict()
             if device is not None:
-                as_data["memory"] = [
-                    {**dataclasses.asdict(row), "total_bytes": row.total_bytes} for row in memory
-                ]
+                as_data["memory"] = [dataclasses.asdict(row) for row in memory]
             print(json.dumps({"projection": as_data}))
         else:
             print(projected.text)

@@ -48,12 +48,9 @@ class MemoryRow:
     state_bytes: int | None  # parameters, gradients and optimizer state at the peak
     peak_bytes: int | None  # every tensor at the step's peak (the tracker's total)
     base_bytes: int  # the run's measured base, carried unchanged
-    fits: bool | None  # base + peak within the device's memory
+    total_bytes: int | None  # base + peak
+    fits: bool | None  # the total within the device's memory
     refused: str = ""  # why this world is not priced
-
-    @property
-    def total_bytes(self) -> int | None:
-        return None if self.peak_bytes is None else self.base_bytes + self.peak_bytes
 
 
 def _strategy(run: RecordedRun) -> str:
@@ -130,6 +127,7 @@ def memory_rows(
                     state_bytes=state,
                     peak_bytes=peak,
                     base_bytes=base,
+                    total_bytes=None if peak is None else base + peak,
                     fits=None if peak is None or device is None else base + peak <= device,
                     refused=found.get("refused", ""),
                 )
@@ -144,11 +142,11 @@ def lines(rows: list[MemoryRow], device: int | None) -> list[str]:
     header = ("run", "workers", "batch", "state MiB", "peak MiB", "+ base MiB", "fits")
     out.append("{:>34}  {:>7}  {:>5}  {:>10}  {:>10}  {:>10}  {:>4}".format(*header))
     for row in rows:
-        if row.refused or row.state_bytes is None or row.peak_bytes is None:
+        if row.refused or None in (row.state_bytes, row.peak_bytes, row.total_bytes):
             out.append(f"{row.label:>34}  {row.world:>7}  not priced: {row.refused}")
             continue
         fits = "-" if row.fits is None else ("yes" if row.fits else "NO")
-        mib = [row.state_bytes, row.peak_bytes, row.base_bytes + row.peak_bytes]
+        mib = [row.state_bytes or 0, row.peak_bytes or 0, row.total_bytes or 0]
         figures = "  ".join(f"{size / 2**20:>10,.1f}" for size in mib)
         out.append(f"{row.label:>34}  {row.world:>7}  {row.batch:>5}  {figures}  {fits:>4}")
     out.append(

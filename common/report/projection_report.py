@@ -6,13 +6,34 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter
+from typing_extensions import NotRequired, TypedDict
+
 from common.core.measure import links
 from common.report import projection_model
+from common.report.projection_memory import MemoryRow
 from common.report.runs import RecordedRun
+
+
+class ProjectionData(TypedDict):
+    """`compare.py --format json`'s last line, {"projection": ...}: every projected row, the
+    sentences and caveats, and with --device-memory the memory per rank at each N."""
+
+    profiles: str
+    rows: list[projection_model.Projected]
+    sentences: list[str]
+    caveats: list[str]
+    memory: NotRequired[list[MemoryRow]]
+
+
+def schema_text() -> str:
+    """The JSON Schema of ProjectionData (docs/projection.schema.json)."""
+    return json.dumps(TypeAdapter(ProjectionData).json_schema(), indent=2) + "\n"
 
 
 @dataclass

@@ -2,7 +2,9 @@
 (torch_impl.memory_plan in a subprocess) plus the run's measured base, against the device."""
 
 import json
+from pathlib import Path
 
+import jsonschema
 import pytest
 
 import compare
@@ -19,6 +21,8 @@ def memory_rows(tmp_path, capsys, device: str) -> list[dict]:
     assert compare.main(argv) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     (projection,) = [line["projection"] for line in lines if "projection" in line]
+    schema = json.loads((Path(__file__).parents[2] / "docs/projection.schema.json").read_text())
+    jsonschema.validate(projection, schema)  # the documented shape, memory rows included
     return projection["memory"]
 
 

@@ -4,6 +4,7 @@ traffic records, a profile of other hosts."""
 
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 import compare
@@ -213,5 +214,7 @@ def test_the_json_output_holds_the_projection_as_data(tmp_path, capsys):
     assert compare.main([str(tmp_path), "--project", "8", "--format", "json"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     (projection,) = [line["projection"] for line in lines if "projection" in line]
+    schema = json.loads((Path(__file__).parents[2] / "docs/projection.schema.json").read_text())
+    jsonschema.validate(projection, schema)  # docs/projection.schema.json says its shape
     assert projection["profiles"].endswith("links.json")
     assert any("no traffic recorded" in caveat for caveat in projection["caveats"])
