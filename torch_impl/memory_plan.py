@@ -10,17 +10,19 @@ fully_shard per unit on the meta device, then only this rank's shards get storag
 run's optimizer and precision, and steps on a random batch of the per-rank size at N. The fake
 group's collectives move nothing, but they allocate what the real ones would (all-gather and
 reduce-scatter buffers), so the tracker sees them. What it counts, at the step's peak:
-  params       fully_shard/FSDP1: this rank's shards and the units gathered at that moment;
+  params       fully_shard: this rank's shards and the units gathered at that moment;
                ddp/single: the replica
   grads        the same split for the gradients
-  optimizer    the optimizer's state (Adam: 2 tensors per parameter, on the shards)
+  optimizer    the optimizer's state (Adam: 2 tensors per parameter, on the shards), with
+               the temporaries of its step
   activations  kept for the backward, with the backward's temporaries and the inputs
-  buffers      the collectives' buffers (all-gather and reduce-scatter outputs)
+  buffers      the collectives' buffers (all-gather and reduce-scatter outputs; ddp: its
+               gradient buckets, one more copy of the gradients)
 Tensor bytes only: the process's own base (the framework, the data, CUDA's context) is not a
-tensor; `common.report.projection_report` adds the run's measured baseline to it.
-Tracker used: FSDPMemTracker for fully_shard (fsdp2, hsdp), MemTracker elsewhere; FSDP1's flat
-parameters are counted as parameters, its gathered ones as temporaries (MemTracker knows no
-FSDP1 state).
+tensor; `common.report.projection_memory` adds the run's measured baseline to it.
+Tracker used: FSDPMemTracker for fully_shard (fsdp2, hsdp), MemTracker for the replica (single;
+ddp is the replica stepped alone, since the fake group cannot run DDP's all-reduce hook, plus
+its buckets). fsdp1 is not priced: neither tracker follows FSDP1's flat parameters.
 """
 
 from __future__ import annotations
