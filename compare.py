@@ -154,6 +154,15 @@ def _main(argv: list[str] | None) -> int:
             device = projection_memory.device_bytes(args.device_memory)
         except ValueError as error:
             parser.error(str(error))
+        if (
+            args.project is None
+            and not args.links
+            and not projection_report.profiles_in(args.results)
+        ):
+            parser.error(
+                "--device-memory prices the projection's worker counts: give --project N,N,... "
+                "and a link profile (--links, or a links*.json among the results)"
+            )
     if args.assert_close:
         first, second = args.assert_close
         return assert_close(first, second, args.rtol, args.steps)

@@ -119,6 +119,7 @@ def memory_rows(
         for found in plan_run(run, counts, scaling or own):
             peak = found.get("peak")
             state = None if peak is None else found["params"] + found["grads"] + found["optimizer"]
+            total = None if peak is None else base + peak
             rows.append(
                 MemoryRow(
                     label=run.label,
@@ -127,8 +128,8 @@ def memory_rows(
                     state_bytes=state,
                     peak_bytes=peak,
                     base_bytes=base,
-                    total_bytes=None if peak is None else base + peak,
-                    fits=None if peak is None or device is None else base + peak <= device,
+                    total_bytes=total,
+                    fits=None if total is None or device is None else total <= device,
                     refused=found.get("refused", ""),
                 )
             )

@@ -48,6 +48,14 @@ def test_a_size_that_is_not_one_is_refused_before_any_work(size, capsys):
     assert "--device-memory takes a size such as 80GiB" in capsys.readouterr().err
 
 
+def test_a_device_size_without_a_projection_is_refused_not_ignored(tmp_path, capsys):
+    write_run(tmp_path / "run" / "metrics.jsonl")  # no link profile, no --project
+    with pytest.raises(SystemExit) as stop:
+        compare.main([str(tmp_path), "--device-memory", "80GiB"])
+    assert stop.value.code == 2
+    assert "--device-memory prices the projection's worker counts" in capsys.readouterr().err
+
+
 def test_sizes_read_in_both_units():
     assert projection_memory.device_bytes("80GiB") == 80 * 2**30
     assert projection_memory.device_bytes("40GB") == 40 * 10**9
