@@ -1,16 +1,28 @@
-"""The Kubernetes manifests parse as YAML, mount the one results volume, and name only
-environment variables that the suite's launch code reads (no API server runs here: the pods'
-environments are tested in tests/faults/test_kubeflow_pods.py)."""
+"""The Kubernetes manifests: a strict check of every object against the operators' own API models
+(`tests.k8s_schema`: Kubeflow Trainer v2.3.0 with its JobSet and core models, the training
+operator v1.9.4 for the TFJob), no unknown or mistyped field anywhere, as the API server would
+otherwise drop it silently; images that parse and are set in one place; a fixed group never
+restarted; and only environment variables that the suite's launch code reads (no API server
+runs here: the pods' environments are tested in tests/faults/test_kubeflow_pods.py)."""
 
+import copy
 import re
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.k8s_schema import IMAGE, problems, versions
+
 REPO = Path(__file__).resolve().parents[2]
-MANIFESTS = sorted((REPO / "k8s").glob("*.yaml"))
+KUSTOMIZATION = REPO / "k8s" / "kustomization.yaml"
+MANIFESTS = sorted(path for path in (REPO / "k8s").glob("*.yaml") if path != KUSTOMIZATION)
 READERS = "".join(path.read_text() for path in (REPO / "common" / "launch").glob("*.py"))
+JOBS = {"TrainJob", "JobSet", "TFJob"}
+
+
+def documents(path: Path) -> list[dict]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
 def walk(node):
@@ -28,18 +40,112 @@ def test_there_is_a_manifest_per_launch_path():
     assert {"trainjob-torch.yaml", "jobset-tf.yaml", "tfjob.yaml", "results-pvc.yaml"} <= names
 
 
+def test_the_models_checked_against_are_the_versions_the_docs_name():
+    found = versions()
+    assert found["kubeflow-trainer-api"] == "2.3.0" and found["kubeflow-training"] == "1.9.4"
+    text = (REPO / "docs" / "kubernetes.md").read_text()
+    assert "Trainer v2.3.0" in text and "v1.9.4" in text
+
+
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda path: path.name)
-def test_a_manifest_parses_and_names_only_variables_the_code_reads(path):
-    documents = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
-    assert documents and all("kind" in doc and "apiVersion" in doc for doc in documents)
+def test_every_object_passes_a_strict_check_against_its_operators_schema(path):
+    for document in documents(path):
+        assert problems(document) == [], f"{path.name}: {problems(document)}"
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "path", "value", "found"),
+    [
+        (
+            "trainjob-torch.yaml",
+            "TrainingRuntime",
+            "spec.mlPolicy.torch",
+            {"numProcPerNode": 1},
+            "spec.mlPolicy.torch.numProcPerNode: not a field of TrainerV1alpha1TorchMLPolicySource",
+        ),
+        ("trainjob-torch.yaml", "TrainJob", "spec.trainer", {"numNodes": "two"}, "valid integer"),
+        (
+            "jobset-tf.yaml",
+            "JobSet",
+            "spec.network",
+            {"subdomian": "x"},
+            "spec.network.subdomian: not a field of JobsetV1alpha2Network",
+        ),
+        (
+            "tfjob.yaml",
+            "TFJob",
+            "spec.runPolicy",
+            {"backoffLimit": "0"},
+            "spec.runPolicy.backoffLimit: int is expected",
+        ),
+        (
+            "results-pvc.yaml",
+            "PersistentVolumeClaim",
+            "spec",
+            {"accesModes": []},
+            "spec.accesModes: not a field of IoK8sApiCoreV1PersistentVolumeClaimSpec",
+        ),
+    ],
+)
+def test_the_check_refuses_an_unknown_or_mistyped_field(name, kind, path, value, found):
+    (document,) = [doc for doc in documents(REPO / "k8s" / name) if doc["kind"] == kind]
+    broken = copy.deepcopy(document)
+    node = broken
+    for key in path.split("."):
+        node = node[key]
+    node.update(value)
+    assert any(found in line for line in problems(broken)), problems(broken)
+
+
+def test_every_image_parses_and_the_training_image_is_set_in_one_place():
+    kustomization = yaml.safe_load(KUSTOMIZATION.read_text())
+    named = {entry["name"] for entry in kustomization["images"]}
+    for path in MANIFESTS:
+        for node in walk(documents(path)):
+            if "image" in node and isinstance(node["image"], str):
+                image = node["image"]
+                assert IMAGE.fullmatch(image), f"{path.name}: {image!r} is not an image reference"
+                assert image in named or ":" in image, f"{path.name}: {image} is neither pinned "
+                "nor set by k8s/kustomization.yaml"
+    assert {path.name for path in MANIFESTS} >= set(kustomization["resources"])
+    for entry in kustomization["images"]:
+        assert IMAGE.fullmatch(f"{entry['newName']}:{entry['newTag']}"), entry
+
+
+def test_a_fixed_group_is_never_restarted_and_every_job_has_a_deadline():
+    for path in MANIFESTS:
+        for document in documents(path):
+            text = yaml.safe_dump(document)
+            if document["kind"] in JOBS or document["kind"] == "TrainingRuntime":
+                for node in walk(document):
+                    if "restartPolicy" in node:
+                        assert node["restartPolicy"] == "Never", (path.name, node)
+                    if "backoffLimit" in node:
+                        assert node["backoffLimit"] == 0, (path.name, node)
+            if document["kind"] in JOBS:
+                assert "activeDeadlineSeconds" in text, f"{path.name}: no deadline"
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda path: path.name)
+def test_a_manifest_names_only_variables_the_code_reads(path):
+    found = documents(path)
+    assert found and all("kind" in doc and "apiVersion" in doc for doc in found)
     named = {
         node["name"]
-        for doc in documents
+        for doc in found
         for node in walk(doc)
         if "valueFrom" in node
         or ("value" in node and "name" in node and re.fullmatch(r"[A-Z_]+", str(node["name"])))
     }
-    unread = sorted(name for name in named if f'"{name}"' not in READERS)
+    # a variable the manifest itself expands into another one's value, $(NAME)
+    expanded = {
+        name
+        for doc in found
+        for node in walk(doc)
+        if isinstance(node.get("value"), str)
+        for name in re.findall(r"\$\(([A-Z_]+)\)", node["value"])
+    }
+    unread = sorted(name for name in named - expanded if f'"{name}"' not in READERS)
     assert not unread, f"{path.name} sets variables nothing reads: {unread}"
-    claims = {node["claimName"] for doc in documents for node in walk(doc) if "claimName" in node}
+    claims = {node["claimName"] for doc in found for node in walk(doc) if "claimName" in node}
     assert claims <= {"dual-mnist-results"}
