@@ -1,9 +1,8 @@
 """Real processes, each given exactly one Kubeflow pod's environment (the manifests' host names
-mapped to 127.0.0.x in /etc/hosts for the test's length), train to the same losses as the
+mapped to 127.0.0.x by a hosts file of the pod's own), train to the same losses as the
 local launcher: a TrainJob's TensorFlow pods (no torchrun), a PyTorchJob's pods of one process
 each, and a PyTorchJob's pods of two processes under torchrun."""
 
-import contextlib
 import json
 import os
 import subprocess
@@ -16,21 +15,33 @@ from common.launch.cluster import free_ports
 from tests.launching import SMALL, runner, train_command
 
 HOSTS = Path("/etc/hosts")
-MARK = "# suite-kubeflow-test"
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mapping pod names needs root")
 
 
-@contextlib.contextmanager
-def pod_names(names: dict[str, str]):
-    """Names resolvable for the test's length, as a cluster's DNS resolves pod names."""
-    kept = HOSTS.read_text()
-    lines = [f"{address} {name} {MARK}" for name, address in names.items()]
-    HOSTS.write_text(kept.rstrip("\n") + "\n" + "\n".join(lines) + "\n")
-    try:
-        yield
-    finally:
-        now = HOSTS.read_text().splitlines()
-        HOSTS.write_text("\n".join(line for line in now if MARK not in line) + "\n")
+def pod_names(names: dict[str, str], folder: Path):
+    """A wrapper that runs a command with `names` resolvable, as a cluster's DNS resolves pod
+    names: the machine's hosts file plus their lines, bind-mounted over /etc/hosts in a mount
+    namespace of the command's own. The machine's file is never written, so the SLURM test
+    cluster rewriting its own lines there at the same time (a parallel run) changes nothing."""
+    hosts = folder / "pod-hosts"
+    lines = [f"{address} {name}" for name, address in names.items()]
+    hosts.write_text(HOSTS.read_text().rstrip("\n") + "\n" + "\n".join(lines) + "\n")
+    mount = 'mount --bind "$0" /etc/hosts && exec "$@"'
+
+    def in_pod(command: list[str]) -> list[str]:
+        return [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            mount,
+            str(hosts),
+            *command,
+        ]
+
+    return in_pod
 
 
 def same_losses(pods_run, local_run) -> None:
@@ -74,9 +85,9 @@ def test_trainjob_pods_of_tensorflow_train_as_the_local_launcher(tmp_path):
     names = {"mnist-node-0-0.mnist": "127.0.0.1", "mnist-node-0-1.mnist": "127.0.0.2"}
     env = {"PET_NNODES": "2", "PET_NPROC_PER_NODE": "1", "PET_MASTER_PORT": str(port)}
     env["PET_MASTER_ADDR"] = "mnist-node-0-0.mnist"
-    with pod_names(names):
-        command = train_command("tf_impl.train", 0, settings, ["--quiet"])
-        pods([(command, {**env, "PET_NODE_RANK": str(node)}) for node in (0, 1)])
+    in_pod = pod_names(names, tmp_path)
+    command = in_pod(train_command("tf_impl.train", 0, settings, ["--quiet"]))
+    pods([(command, {**env, "PET_NODE_RANK": str(node)}) for node in (0, 1)])
     start = json.loads((tmp_path / "trainjob" / "metrics.jsonl").read_text().splitlines()[0])
     assert (start["launcher"], start["world_size"]) == ("trainjob", 2)
     _, local = runner("tf_impl.train", tmp_path)("local", 2)
@@ -88,9 +99,9 @@ def test_pytorchjob_pods_of_one_process_train_as_the_local_launcher(tmp_path):
     settings = [*SMALL, f"output.dir={tmp_path}", "output.run_name=pytorchjob"]
     env = {"MASTER_ADDR": "mnist-master-0", "MASTER_PORT": str(port), "WORLD_SIZE": "2"}
     env |= {"PET_NNODES": "2", "PET_NPROC_PER_NODE": "1"}
-    with pod_names({"mnist-master-0": "127.0.0.1"}):
-        command = train_command("torch_impl.train", 0, settings, ["--quiet"])
-        pods([(command, {**env, "RANK": str(pod), "PET_NODE_RANK": str(pod)}) for pod in (0, 1)])
+    in_pod = pod_names({"mnist-master-0": "127.0.0.1"}, tmp_path)
+    command = in_pod(train_command("torch_impl.train", 0, settings, ["--quiet"]))
+    pods([(command, {**env, "RANK": str(pod), "PET_NODE_RANK": str(pod)}) for pod in (0, 1)])
     _, local = runner("torch_impl.train", tmp_path)("local", 2)
     same_losses(tmp_path / "pytorchjob", local)
 
@@ -101,9 +112,9 @@ def test_pytorchjob_pods_of_two_processes_under_torchrun_train_as_the_local_laun
     env = {"PET_NNODES": "2", "PET_NPROC_PER_NODE": "2", "PET_MASTER_PORT": str(port)}
     env |= {"PET_MASTER_ADDR": "mnist-master-0", "WORLD_SIZE": "4", "MASTER_PORT": str(port)}
     program = train_command("torch_impl.train", 0, settings, ["--quiet"])[1:]  # after python
-    torchrun = [sys.executable, "-m", "torch.distributed.run", *program]
-    with pod_names({"mnist-master-0": "127.0.0.1"}):
-        pods([(torchrun, {**env, "PET_NODE_RANK": str(pod), "RANK": str(pod)}) for pod in (0, 1)])
+    in_pod = pod_names({"mnist-master-0": "127.0.0.1"}, tmp_path)
+    torchrun = in_pod([sys.executable, "-m", "torch.distributed.run", *program])
+    pods([(torchrun, {**env, "PET_NODE_RANK": str(pod), "RANK": str(pod)}) for pod in (0, 1)])
     _, local = runner("torch_impl.train", tmp_path)("local", 4)
     same_losses(tmp_path / "torchrun", local)
 
@@ -115,9 +126,9 @@ def test_trainjob_pods_of_torch_under_torchrun_train_as_the_local_launcher(tmp_p
     env = {"PET_NNODES": "2", "PET_NPROC_PER_NODE": "1", "PET_MASTER_PORT": str(port)}
     env["PET_MASTER_ADDR"] = "mnist-node-0-0.mnist"
     program = train_command("torch_impl.train", 0, settings, ["--quiet"])[1:]
-    torchrun = [sys.executable, "-m", "torch.distributed.run", *program]
-    with pod_names({"mnist-node-0-0.mnist": "127.0.0.1"}):
-        pods([(torchrun, {**env, "PET_NODE_RANK": str(node)}) for node in (0, 1)])
+    in_pod = pod_names({"mnist-node-0-0.mnist": "127.0.0.1"}, tmp_path)
+    torchrun = in_pod([sys.executable, "-m", "torch.distributed.run", *program])
+    pods([(torchrun, {**env, "PET_NODE_RANK": str(node)}) for node in (0, 1)])
     start = json.loads((tmp_path / "trainjob-torch" / "metrics.jsonl").read_text().splitlines()[0])
     assert (start["launcher"], start["world_size"]) == ("torchrun", 2)
     _, local = runner("torch_impl.train", tmp_path)("local", 2)
