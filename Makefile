@@ -4,7 +4,7 @@
 #   make setup CONSTRAINTS=my.txt    other pins (a cluster's own wheel versions)
 #   make setup FRAMEWORKS=system     use the torch/TensorFlow already installed (module load ...)
 #   make data                        fetch + verify MNIST into $(MNIST_DIR)
-#   make test | make test-fast | make test-gpu | make demo | make preflight | make sizes | make lint
+#   make test | make test-fast | make test-scaling | make test-gpu | make demo | make preflight | make sizes | make lint
 
 PYTHON      ?= python3
 VENV        ?= .venv
@@ -29,7 +29,7 @@ endif
 
 export MNIST_DIR
 
-.PHONY: setup data test test-fast test-common test-torch test-tf test-slurm test-gpu demo preflight sizes docs lint clean
+.PHONY: setup data test test-fast test-common test-torch test-tf test-slurm test-scaling test-gpu demo preflight sizes docs lint clean
 
 setup: $(STAMP)
 
@@ -44,7 +44,13 @@ data: setup
 	$(PY) -m common.data fetch --dir $(MNIST_DIR)
 
 test: setup data
-	$(PY) -m pytest tests
+	$(PY) -m pytest -m "not scaling" tests
+
+# The projection checked across worker counts: each strategy on 2 and 4 nodes of the SLURM test
+# cluster over shaped links, the 2-node run projected to 4 (tests/slurm/test_across_nodes.py;
+# root). .ci/run runs it after make test.
+test-scaling: setup data
+	$(PY) -m pytest -m scaling tests/slurm
 
 # The inner loop: every test of a file that starts no process (tests/tiers.py), in a minute or two.
 test-fast: setup data
