@@ -217,6 +217,8 @@ def _main(argv: list[str] | None) -> int:
             as_data = projected.as_dict()
             if device is not None:
                 as_data["memory"] = [dataclasses.asdict(row) for row in memory]
+                largest = projection_memory.largest_fitting(memory)
+                as_data["largest_fitting"] = [dataclasses.asdict(fit) for fit in largest]
             print(json.dumps({"projection": as_data}))
         else:
             print(projected.text)

@@ -51,6 +51,18 @@ class MemoryRow:
     total_bytes: int | None  # base + peak
     fits: bool | None  # the total within the device's memory
     refused: str = ""  # why this world is not priced
+    params: int | None = None  # the run's model's parameters (its place on the size axis)
+
+
+@dataclass(frozen=True)
+class LargestFit:
+    """Of one strategy's runs at several model sizes: the largest that fits at `world`."""
+
+    label: str
+    world: int
+    params: int | None  # the largest measured size that fits; None: none of them does
+    total_bytes: int | None  # what a rank of that size holds at `world`
+    next_params: int | None  # the smallest measured size above it, which does not fit
 
 
 def _strategy(run: RecordedRun) -> str:
@@ -131,28 +143,82 @@ def memory_rows(
                     total_bytes=total,
                     fits=None if total is None or device is None else total <= device,
                     refused=found.get("refused", ""),
+                    params=run.start.model_params,
                 )
             )
     return rows
 
 
+def largest_fitting(rows: list[MemoryRow]) -> list[LargestFit]:
+    """For each strategy (a run label: framework, strategy, its workers) measured at two model
+    sizes or more, and each worker count: the largest size that fits the device, and the
+    smallest that does not. Sizes come only from the runs (the model-size axis,
+    common.tools.sizes): nothing is extrapolated."""
+    groups: dict[tuple[str, int], list[MemoryRow]] = {}
+    for row in rows:
+        if row.fits is not None and row.params is not None:
+            groups.setdefault((row.label, row.world), []).append(row)
+    found = []
+    for (label, world), members in groups.items():
+        if len({row.params for row in members}) < 2:
+            continue
+        fitting = [row for row in members if row.fits]
+        best = max(fitting, key=lambda row: row.params or 0) if fitting else None
+        floor = (best.params or 0) if best else 0
+        above = [row.params for row in members if not row.fits and (row.params or 0) > floor]
+        found.append(
+            LargestFit(
+                label=label,
+                world=world,
+                params=best.params if best else None,
+                total_bytes=best.total_bytes if best else None,
+                next_params=min((p for p in above if p is not None), default=None),
+            )
+        )
+    return found
+
+
+def largest_lines(found: list[LargestFit]) -> list[str]:
+    """One sentence per strategy and worker count: where FSDP wins on memory."""
+    out = []
+    for fit in found:
+        where = f"{fit.label} at {fit.world} workers"
+        above = f"; {fit.next_params / 1e6:,.1f}M does not" if fit.next_params else ""
+        if fit.params is None:
+            out.append(f"{where}: none of the measured sizes fits{above}")
+        else:
+            held = f"{(fit.total_bytes or 0) / 2**20:,.1f} MiB a rank"
+            last = "" if above else " (the largest measured)"
+            out.append(f"{where}: {fit.params / 1e6:,.1f}M parameters fit{last} ({held}){above}")
+    return out
+
+
 def lines(rows: list[MemoryRow], device: int | None) -> list[str]:
     """The table of `rows`, in MiB, with the verdict against `device` bytes."""
-    against = f" (device {device / 2**30:,.1f} GiB)" if device else ""
+    size = "" if not device else f"{device / 2**30:,.1f} GiB"
+    if device and device < 2**30:
+        size = f"{device / 2**20:,.1f} MiB"
+    against = f" (device {size})" if size else ""
     out = [f"== memory per rank at N{against}: torch's trackers, plus each run's measured base"]
-    header = ("run", "workers", "batch", "state MiB", "peak MiB", "+ base MiB", "fits")
-    out.append("{:>34}  {:>7}  {:>5}  {:>10}  {:>10}  {:>10}  {:>4}".format(*header))
+    header = ("run", "params", "workers", "batch", "state MiB", "peak MiB", "+ base MiB", "fits")
+    out.append("{:>28}  {:>8}  {:>7}  {:>5}  {:>10}  {:>10}  {:>10}  {:>4}".format(*header))
     for row in rows:
+        params = "-" if row.params is None else f"{row.params / 1e6:,.1f}M"
+        lead = f"{row.label:>28}  {params:>8}  {row.world:>7}"
         if row.refused or None in (row.state_bytes, row.peak_bytes, row.total_bytes):
-            out.append(f"{row.label:>34}  {row.world:>7}  not priced: {row.refused}")
+            out.append(f"{lead}  not priced: {row.refused}")
             continue
         fits = "-" if row.fits is None else ("yes" if row.fits else "NO")
         mib = [row.state_bytes or 0, row.peak_bytes or 0, row.total_bytes or 0]
         figures = "  ".join(f"{size / 2**20:>10,.1f}" for size in mib)
-        out.append(f"{row.label:>34}  {row.world:>7}  {row.batch:>5}  {figures}  {fits:>4}")
+        out.append(f"{lead}  {row.batch:>5}  {figures}  {fits:>4}")
     out.append(
         "  * state: parameters, gradients and optimizer state at the step's peak; peak: every "
         "tensor there (gathered units, collective buffers, activations); TensorFlow MWMS as "
         "DDP's replica (torch_impl.memory_plan)"
     )
+    largest = largest_lines(largest_fitting(rows))
+    if largest:
+        out.append("== the largest model size that fits, per strategy (of the sizes run)")
+        out += [f"  {line}" for line in largest]
     return out

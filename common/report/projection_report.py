@@ -16,7 +16,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from common.core.measure import links
 from common.report import projection_model
-from common.report.projection_memory import MemoryRow
+from common.report.projection_memory import LargestFit, MemoryRow
 from common.report.runs import RecordedRun
 
 
@@ -29,6 +29,7 @@ class ProjectionData(TypedDict):
     sentences: list[str]
     caveats: list[str]
     memory: NotRequired[list[MemoryRow]]
+    largest_fitting: NotRequired[list[LargestFit]]
 
 
 def schema_text() -> str:

@@ -8,6 +8,7 @@ import jsonschema
 import pytest
 
 import compare
+from common.core.config.config_io import load_config
 from common.core.measure import links
 from common.report import projection_memory
 from tests.compare.test_projection import profile
@@ -33,6 +34,31 @@ def test_each_run_gets_its_memory_per_rank_at_every_worker_count(tmp_path, capsy
         assert row["state_bytes"] > 0 and row["peak_bytes"] >= row["state_bytes"]
         assert row["total_bytes"] == row["base_bytes"] + row["peak_bytes"]
         assert row["fits"] is True  # the seed MLP's 0.4 MB of parameters, on 1 GiB
+
+
+def test_the_largest_size_that_fits_is_named_per_strategy(tmp_path, capsys):
+    """Two sizes of one strategy against a device between them: the smaller is named as the
+    largest that fits at each N, the larger as the one that does not."""
+    write_run(tmp_path / "small" / "metrics.jsonl")
+    big = load_config(None, ["train.target_accuracy=0.9", "model.hidden=[2048,2048]"])
+    write_run(tmp_path / "big" / "metrics.jsonl", cfg=big)
+    links.write(profile(), tmp_path / "links.json")
+    argv = [str(tmp_path), "--project", "2,8", "--device-memory", "32MiB"]
+    assert compare.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "== the largest model size that fits, per strategy (of the sizes run)" in out
+    for world in (2, 8):
+        assert f"torch ddp x2 at {world} workers: 0.1M parameters fit (" in out, out
+    assert out.count("; 5.8M does not") == 2
+    assert compare.main([*argv, "--format", "json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    (projection,) = [line["projection"] for line in lines if "projection" in line]
+    schema = json.loads((Path(__file__).parents[2] / "docs/projection.schema.json").read_text())
+    jsonschema.validate(projection, schema)
+    found = {
+        (fit["world"], fit["params"], fit["next_params"]) for fit in projection["largest_fitting"]
+    }
+    assert found == {(2, 109386, 5_824_522), (8, 109386, 5_824_522)}, found
 
 
 def test_a_device_too_small_is_said_per_row(tmp_path, capsys):
