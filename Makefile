@@ -47,8 +47,8 @@ test: setup data
 	$(PY) -m pytest -m "not scaling" tests
 
 # The projection checked across worker counts: each strategy on 2 and 4 nodes of the SLURM test
-# cluster over shaped links, the 2-node run projected to 4 (tests/slurm/test_across_nodes.py;
-# root). .ci/run runs it after make test.
+# cluster over shaped links, the 2-node run projected to 4
+# (tests/slurm/test_projection_across_nodes.py; root). .ci/run runs it after make test.
 test-scaling: setup data
 	$(PY) -m pytest -m scaling tests/slurm
 

@@ -1,5 +1,5 @@
-"""The across-nodes figure of docs/communication.md, from what tests/slurm/test_across_nodes.py
-kept (SUITE_SHAPED_OUT=FOLDER):
+"""The across-nodes figure of docs/communication.md, from what
+tests/slurm/test_projection_across_nodes.py kept (SUITE_SHAPED_OUT=FOLDER):
 
     SUITE_SHAPED_OUT=/tmp/across make test-scaling
     python tests/slurm/across_figure.py /tmp/across/across.jsonl docs/across_nodes.png
@@ -55,7 +55,7 @@ def main(source: str, target: str) -> None:
         0.005,
         0.01,
         "MLP, SLURM test cluster (slurm/testcluster.py), tc tbf 100mbit both ways on every node, "
-        "4 nodes sharing 2 cores; tests/slurm/test_across_nodes.py",
+        "4 nodes sharing 2 cores; tests/slurm/test_projection_across_nodes.py",
         fontsize=7,
         color="#555555",
     )
