@@ -105,8 +105,8 @@ def test_every_image_parses_and_the_training_image_is_set_in_one_place():
             if "image" in node and isinstance(node["image"], str):
                 image = node["image"]
                 assert IMAGE.fullmatch(image), f"{path.name}: {image!r} is not an image reference"
-                assert image in named or ":" in image, f"{path.name}: {image} is neither pinned "
-                "nor set by k8s/kustomization.yaml"
+                unset = f"{path.name}: {image} is neither pinned nor set by k8s/kustomization.yaml"
+                assert image in named or ":" in image, unset
     assert {path.name for path in MANIFESTS} >= set(kustomization["resources"])
     for entry in kustomization["images"]:
         assert IMAGE.fullmatch(f"{entry['newName']}:{entry['newTag']}"), entry
