@@ -4,7 +4,7 @@ tests/slurm/test_projection_across_nodes.py kept (SUITE_SHAPED_OUT=FOLDER):
     SUITE_SHAPED_OUT=/tmp/across make test-scaling
     python tests/slurm/across_figure.py /tmp/across/across.jsonl docs/across_nodes.png
 
-One panel a strategy: samples/s measured on 2 and 4 nodes (links shaped to 100 Mbit/s), and the
+One panel a strategy: samples/s measured on 2 and 4 nodes (links shaped to 25 Mbit/s), and the
 projection of the 2-node run to 4 nodes with the 2-node link profile (its range: no overlap of
 communication with compute to full overlap). Several runs of the test give several points.
 """
@@ -54,7 +54,7 @@ def main(source: str, target: str) -> None:
     figure.text(
         0.005,
         0.01,
-        "MLP, SLURM test cluster (slurm/testcluster.py), tc tbf 100mbit both ways on every node, "
+        "MLP, SLURM test cluster (slurm/testcluster.py), tc tbf 25mbit both ways on every node, "
         "4 nodes sharing 2 cores; tests/slurm/test_projection_across_nodes.py",
         fontsize=7,
         color="#555555",

@@ -21,13 +21,17 @@ import pytest
 
 from common.report.projection_model import communication_s, project
 from tests.slurm.jobs import ROOT_ONLY
-from tests.slurm.test_shaped_links import CASES, RATE, _names, _profile, _run, testcluster_links
+from tests.slurm.test_shaped_links import CASES, _names, _profile, _run, testcluster_links
 
 pytestmark = [ROOT_ONLY, pytest.mark.scaling]
 OUT = os.environ.get("SUITE_SHAPED_OUT")
 CHECKED = ["ddp", "fsdp2", "mwms"]
 TOLERANCE = 0.25
 COMMUNICATION_BOUND = 0.5  # the share of the projected step above which the check applies
+# A quarter of test_shaped_links' 100 Mbit/s: the 4 nodes share this machine's 2 cores, and what
+# that sharing adds to each collective (a rank waits for a core) does not shrink with the link;
+# at 100 Mbit/s it took mwms 19% under the projection on an idle host and 32% under CI's load.
+RATE = "25mbit"
 
 
 def _shaped_runs(cluster: int, tmp_path_factory, profiles: bool) -> dict:
