@@ -1,6 +1,7 @@
 """Where a training step's time goes, from torch's profiler: one rank of any launcher builds the
 run's trainer exactly as training does, takes a few steps to warm up, then profiles `--steps`
-steps and splits their time (each event's self time, so nothing counts twice):
+steps and splits their time (each event's self time, so nothing counts twice; an aten op
+inside one of the ranges below is that range's, torch_impl.traffic.split_seconds):
 
   collectives   c10d ops and the backend's (gloo, NCCL) events: issuing and running them
   waiting       the FSDP ranges that wait for the collectives they issued: fully_shard's
@@ -9,9 +10,10 @@ steps and splits their time (each event's self time, so nothing counts twice):
   FSDP + DTensor the rest of FSDP's hooks and copies (FSDP::*, fsdp::*,
                 FullyShardedDataParallel.*, the DTensor subclass dispatch, the autograd hooks
                 it registers)
-  compute       aten ops (matmuls, activations, the loss, the optimizer's kernels)
-  the rest      the step's wall time less all of the above: Python in the suite's step, the
-                autograd engine and the optimizer's own Python
+  optimizer     the optimizer's step and zero_grad, their kernels included
+  compute       the other aten ops: the model's forward and backward, the loss
+  the rest      the step's wall time less all of the above: Python in the suite's step and
+                the autograd engine
 
     python -m common.launch --nproc 2 -- python -m torch_impl.step_profile \\
         --config configs/mlp_adam.yaml --set torch.strategy=fsdp2
@@ -35,36 +37,10 @@ from torch_impl import dist, traffic
 from torch_impl.parallel import resolve_strategy
 from torch_impl.train import TorchTrainer
 
-WAITING = (
-    "FSDP::all_gather (",
-    "FSDP::post_backward_reduce",
-    "FullyShardedDataParallel._pre_forward",
-    "FullyShardedDataParallel._pre_backward",
-    "FullyShardedDataParallel._post_backward_hook",
-)
-FSDP = ("FSDP::", "fsdp::", "FullyShardedDataParallel.", "PythonSubclass", "RegisterPostBackward")
-COLLECTIVES = ("c10d::", "gloo:", "nccl:")
-
-
-def category(name: str) -> str:
-    if name.startswith(COLLECTIVES):
-        return "collectives"
-    if name.startswith(WAITING):
-        return "waiting"
-    if name.startswith(FSDP):
-        return "FSDP + DTensor"
-    if name.startswith("aten::"):
-        return "compute"
-    return "the rest"
-
 
 def split(events, steps: int, wall_s: float) -> dict[str, float]:
     """ms per step by category; "the rest" also takes the wall time no event covers."""
-    found = {name: 0.0 for name in ("collectives", "waiting", "FSDP + DTensor", "compute")}
-    for event in events:
-        kind = category(event.key)
-        if kind in found:
-            found[kind] += event.self_cpu_time_total / 1000 / steps
+    found = {name: ms * 1000 / steps for name, ms in traffic.split_seconds(events).items()}
     found["the rest"] = max(0.0, wall_s * 1000 / steps - sum(found.values()))
     return found
 
@@ -94,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             trainer.train_step(next(batches), lr)
             dist.synchronize(info)
             walls.append(time.perf_counter() - start)
-    found = split(profiler.key_averages(), args.steps, sum(walls))
+    found = split(profiler.events(), args.steps, sum(walls))
     if info.is_chief:
         label = f"torch {trainer.strategy.name} x{info.world_size}, {cfg.model.name}"
         mean, median = 1000 * statistics.mean(walls), 1000 * statistics.median(walls)

@@ -3,18 +3,25 @@ c10d op (`c10d::allreduce_`, `c10d::_allgather_base_`, ...) is one call of its k
 bytes are those of the tensor the rank hands it. An op given a list of tensors (DDP's
 `allreduce_`) shows no sizes at the c10d level; its backend event (`gloo:all_reduce`,
 `nccl:...`), one per c10d op and in the same order, gives them.
+
+The same profile splits the work's time by each event's own (self) time, so that nothing counts
+twice (`category`): collectives (c10d ops and the backend's events, FSDP's waits on them), the
+sharding wrapper's own work (FSDP's hooks and copies, DTensor's dispatch) and compute (aten
+ops). On the CPU the aten ops' time is the math; on a GPU it is only their launch.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from torch.profiler import ProfilerActivity, profile
 
 from common.core.measure.traffic import Call
+from common.core.records.entries import StepSplit
 
 T = TypeVar("T")
 KINDS = {
@@ -34,6 +41,65 @@ QUIET_KINETO = "6"
 ITEMSIZE = {"float": 4, "double": 8, "c10::BFloat16": 2, "c10::Half": 2, "long int": 8, "int": 4}
 
 
+# FSDP's ranges that wait for the collectives they issued: fully_shard's all_gather and
+# post_backward_reduce; FSDP1's pre-forward and pre- and post-backward hooks
+WAITING = (
+    "FSDP::all_gather (",
+    "FSDP::post_backward_reduce",
+    "FullyShardedDataParallel._pre_forward",
+    "FullyShardedDataParallel._pre_backward",
+    "FullyShardedDataParallel._post_backward_hook",
+)
+FSDP = ("FSDP::", "fsdp::", "FullyShardedDataParallel.", "PythonSubclass", "RegisterPostBackward")
+COLLECTIVES = ("c10d::", "gloo:", "nccl:")
+OPTIMIZER = ("Optimizer.step#", "Optimizer.zero_grad#")
+
+
+def category(name: str) -> str:
+    """An event's share of a step by its own name: collectives, waiting, FSDP + DTensor,
+    optimizer, compute, the rest."""
+    if name.startswith(COLLECTIVES):
+        return "collectives"
+    if name.startswith(WAITING):
+        return "waiting"
+    if name.startswith(FSDP):
+        return "FSDP + DTensor"
+    if name.startswith(OPTIMIZER):
+        return "optimizer"
+    if name.startswith("aten::"):
+        return "compute"
+    return "the rest"
+
+
+def _owner(event: Any) -> str:
+    """An event's share, its callers considered: an aten op inside a collective, one of FSDP's
+    ranges or the optimizer's step is theirs (FSDP's copies in and out, the optimizer's math),
+    not the model's compute."""
+    own = category(event.name)
+    if own != "compute":
+        return own
+    parent = event.cpu_parent
+    while parent is not None:
+        above = category(parent.name)
+        if above not in ("compute", "the rest"):
+            return above
+        parent = parent.cpu_parent
+    return own
+
+
+def split_seconds(events: Any) -> dict[str, float]:
+    """Seconds of each share but the rest, summed over `events`' self times (`profiler.events()`:
+    each event with its callers)."""
+    found = {
+        name: 0.0 for name in ("collectives", "waiting", "FSDP + DTensor", "optimizer", "compute")
+    }
+    for event in events:
+        kind = _owner(event)
+        if kind in found:
+            found[kind] += event.self_cpu_time_total / 1e6
+    return found
+
+
 def _elements(shape: Any) -> int:
     return math.prod(shape) if shape else 0
 
@@ -46,13 +112,25 @@ def quiet_profiler() -> None:
     os.environ.setdefault("KINETO_LOG_LEVEL", QUIET_KINETO)
 
 
-def counted(work: Callable[[], T], all_reduce_group: int) -> tuple[T, list[Call]]:
-    """work()'s result and the collectives it issued; `all_reduce_group`: the ranks an
-    all-reduce spans (an all-gather's or reduce-scatter's group shows in its sizes)."""
+def counted(work: Callable[[], T], all_reduce_group: int) -> tuple[T, list[Call], StepSplit]:
+    """work()'s result, the collectives it issued and where its time went; `all_reduce_group`:
+    the ranks an all-reduce spans (an all-gather's or reduce-scatter's group shows in its
+    sizes)."""
     quiet_profiler()
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as profiler:
+        start = time.perf_counter()
         result = work()
+        wall_s = time.perf_counter() - start
     events = sorted(profiler.events(), key=lambda event: event.time_range.start)
+    seconds = split_seconds(events)
+    split = StepSplit(
+        compute_s=seconds["compute"],
+        framework_s=seconds["FSDP + DTensor"],
+        optimizer_s=seconds["optimizer"],
+        collectives_s=seconds["collectives"] + seconds["waiting"],
+        wall_s=wall_s,
+        source="torch profiler, CPU (self time of each event)",
+    )
     ops = [e for e in events if e.name.startswith("c10d::") and e.name[6:] in KINDS]
     backend = [e for e in events if e.name.startswith(BACKENDS)]
     calls = []
@@ -72,4 +150,4 @@ def counted(work: Callable[[], T], all_reduce_group: int) -> tuple[T, list[Call]
                 dtype = (list(getattr(backend[index], "input_dtypes", []) or []) or ["float"])[0]
             given, group = _elements(sized), all_reduce_group
         calls.append(Call(kind, given * ITEMSIZE.get(dtype, 4), group))
-    return result, calls
+    return result, calls, split

@@ -30,6 +30,7 @@ from common.core.config.expected_traffic import Unit
 from common.core.measure import precision
 from common.core.measure.clocks import HostStepClock
 from common.core.measure.traffic import Call
+from common.core.records.entries import StepSplit
 from common.core.run import failures
 from common.core.train import main as main_body
 from common.core.train.trainer import TrainerBase
@@ -129,6 +130,7 @@ class TorchTrainer(TrainerBase):
         self.precision = precision.LOW[cfg.torch.mixed_precision]
         self.amp = Amp(cfg, self.strategy, info.device, info.rank)
         self.on_cuda = info.device.type == "cuda"
+        self.counted_split: StepSplit | None = None
         clock = CudaEventStepClock if self.on_cuda else HostStepClock
         self.train_clock = f"{TRAIN_CLOCK}; {clock.description}"
         self.tf32 = apply_tf32(cfg.dist.tf32)
@@ -171,7 +173,13 @@ class TorchTrainer(TrainerBase):
 
     def count_calls(self, work: Callable[[], T]) -> tuple[T, list[Call]]:
         dims = self.dims  # an all-reduce spans the replicas (hsdp), else every rank
-        return traffic.counted(work, dims.replicate if dims.replicate > 1 else dims.world_size)
+        group = dims.replicate if dims.replicate > 1 else dims.world_size
+        result, calls, split = traffic.counted(work, group)
+        self.counted_split = None if self.on_cuda else split  # the GPU's kernels run apart
+        return result, calls
+
+    def step_split(self) -> StepSplit | None:
+        return self.counted_split
 
     def traffic_units(self) -> list[Unit]:
         if not self.strategy.shards:

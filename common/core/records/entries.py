@@ -34,3 +34,30 @@ class TrafficEntry(Fields):
     expected_payload_bytes: float | None = doc(
         "what the strategy registry expects of payload_bytes", nullable=True
     )
+
+
+class StepSplit(Fields):
+    """Where one profiled training step's time went, by the framework's own profiler."""
+
+    compute_s: float = doc(
+        "seconds of the model's math (torch: the own time of aten ops outside the collectives, "
+        "FSDP's ranges and the optimizer): what shrinks with the per-rank batch"
+    )
+    optimizer_s: float = doc(
+        "seconds of the optimizer's step and zeroing (torch: their ranges, aten ops included): "
+        "what shrinks with the shards of the state, not with the batch"
+    )
+    framework_s: float = doc(
+        "seconds of the sharding wrapper's own work (torch: FSDP's hooks and copies, aten ops "
+        "inside them included, DTensor's dispatch): paid per unit and per step, whatever the "
+        "batch"
+    )
+    collectives_s: float = doc(
+        "seconds issuing, running and waiting for collectives (torch: c10d and backend events, "
+        "FSDP's waits on them)"
+    )
+    wall_s: float = doc(
+        "the profiled step's wall time; the rest of it (Python, the autograd engine, the "
+        "profiler's own) is wall_s less the four parts"
+    )
+    source: str = doc("what measured it, e.g. 'torch profiler, CPU'")

@@ -56,6 +56,8 @@ def _fields(instance: BaseModel) -> dict[str, Any]:
             continue
         if isinstance(value, list) and value and isinstance(value[0], BaseModel):
             value = [_fields(item) for item in value]
+        elif isinstance(value, BaseModel):
+            value = _fields(value)
         out[name] = value
     return out
 
@@ -66,11 +68,14 @@ def _message(error: dict[str, Any], kind: type[BaseModel], raw: Any, where: str)
     place, owner = where, kind
     if error["type"] == "not_null":
         loc.append(error["ctx"]["name"])
-    while len(loc) > 1:  # into a list of entries: "where memory[1]: field 'rank' ..."
-        name, index, *loc = loc
-        place = f"{where} {name}[{index}]"
-        owner = _item_kind(owner, name)
-        raw = raw[name][index]
+    while len(loc) > 1:  # into an entry: "where memory[1]: field 'rank' ..."
+        name, *loc = loc
+        owner, raw = _item_kind(owner, str(name)), raw[name]
+        if loc and isinstance(loc[0], int):  # an entry of a list
+            index, *loc = loc
+            place, raw = f"{place} {name}[{index}]", raw[index]
+        else:  # an object of its own: "where step_split: field 'wall_s' ..."
+            place = f"{place} {name}"
     name = str(loc[0]) if loc else "?"
     if error["type"] == "not_null":
         value = raw.get(name) if isinstance(raw, dict) else None

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import StrictFloat, StrictInt
 
 from common.core.config import strategies
-from common.core.records.entries import TrafficEntry
+from common.core.records.entries import StepSplit, TrafficEntry
 from common.core.records.fields import Fields, doc
 
 SCHEMA_VERSION = 1
@@ -201,6 +201,14 @@ class Epoch(Fields):
         added=True,
         nullable=True,
     )
+    step_split: StepSplit | None = doc(
+        "where the time of the step whose traffic was counted went (the framework's profiler): "
+        "math, the sharding wrapper's work and collectives, which the projection scales apart; "
+        "the same in every epoch record of the launch; null for one process, on a GPU (its "
+        "kernels run beside the host's profile) and on TensorFlow",
+        added=True,
+        nullable=True,
+    )
 
 
 class RunEnd(Fields):
@@ -233,7 +241,7 @@ KINDS: dict[str, type[Record]] = {
     kind.KIND: kind for kind in (RunStart, Resume, Step, Epoch, RunEnd)
 }
 # The records' entries (objects in their lists), each a definition of the JSON Schema.
-ENTRIES: tuple[type[Fields], ...] = (MemoryEntry, TrafficEntry)  # TrafficEntry: records.entries
+ENTRIES: tuple[type[Fields], ...] = (MemoryEntry, TrafficEntry, StepSplit)  # the last two: entries
 # The sections every resolved config has (common.core.config.config.Config).
 CONFIG_SECTIONS = ("data", "model", "optim", "train", "dist", "output", "torch", "tf")
 

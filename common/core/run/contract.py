@@ -24,6 +24,7 @@ from common.core.measure.clocks import StepClock
 from common.core.measure.memory import MemoryUse
 from common.core.measure.peak import Probe
 from common.core.measure.traffic import Call
+from common.core.records.entries import StepSplit
 from common.data.shard import TrainPlan
 from common.launch.cluster import ClusterSpec
 
@@ -188,6 +189,11 @@ class Trainer(Protocol):
     def count_calls(self, work: Callable[[], T]) -> tuple[T, list[Call]]:
         """work()'s result and the collectives it issued on this rank, counted from the
         framework's own calls (`common.core.measure.traffic`)."""
+        ...
+
+    def step_split(self) -> StepSplit | None:
+        """Where the time of the last work `count_calls` counted went, by the framework's
+        profiler (`common.core.records.entries.StepSplit`); None where it does not tell."""
         ...
 
     def traffic_units(self) -> list[Unit]:

@@ -19,7 +19,7 @@ from common.core.measure.clocks import percentiles
 from common.core.measure.devices import emulated_on_cpu
 from common.core.measure.precision import ReplicaState
 from common.core.records import provenance
-from common.core.records.entries import TrafficEntry
+from common.core.records.entries import StepSplit, TrafficEntry
 from common.core.records.records import SCHEMA_VERSION, Epoch, MemoryEntry, RunEnd, RunStart, Status
 from common.core.run.contract import Trainer
 from common.models import weights
@@ -102,6 +102,7 @@ def epoch(
     flops_per_sample: int,
     peak_flops: float,
     traffic: list[TrafficEntry] | None = None,
+    step_split: StepSplit | None = None,
 ) -> Epoch:
     """The record of epoch `number` (from 1); `clock` says what `train_time_s` covers;
     `peak_flops` is the ranks' summed peak."""
@@ -132,6 +133,7 @@ def epoch(
         peak_flops=peak_flops,
         mfu=peak.mfu(samples / trained.time_s, flops_per_sample, peak_flops),
         traffic=traffic,
+        step_split=step_split,
     )
 
 

@@ -22,7 +22,7 @@ from common.core.config.cli import RunOptions
 from common.core.config.config import Config
 from common.core.measure import memory, precision, traffic
 from common.core.measure.traffic import Call
-from common.core.records.entries import TrafficEntry
+from common.core.records.entries import StepSplit, TrafficEntry
 from common.core.records.records import Status
 from common.core.run import recorder
 from common.core.run.chief import exchange
@@ -63,6 +63,7 @@ def train_epochs(
     loop_start = time.perf_counter()
     reprobed = False
     sent: list[TrafficEntry] | None = None  # counted in the launch's first epoch
+    split: StepSplit | None = None  # of the step whose traffic was counted
     for epoch in range(start_epoch, cfg.train.epochs):
         done = epoch + 1
         trainer.reset_peak_memory()
@@ -72,6 +73,7 @@ def train_epochs(
         trainer.synchronize()
         eval_start = time.perf_counter()
         if train_calls is not None:
+            split = trainer.step_split()  # before the evaluation is counted in turn
             (val_loss, val_accuracy), eval_calls = trainer.count_calls(trainer.evaluate)
             eval_s = time.perf_counter() - eval_start
             units = trainer.traffic_units()
@@ -96,6 +98,7 @@ def train_epochs(
             flops_per_sample=flops,
             peak_flops=peak_total,
             traffic=sent,
+            step_split=split,
         )
         run.record_epoch(record)
         precision.check_agreement(record)  # a broken run's numbers mean nothing: stop it

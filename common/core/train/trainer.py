@@ -18,6 +18,7 @@ from common.core.config.expected_traffic import Unit
 from common.core.measure import peak, precision
 from common.core.measure.clocks import HostStepClock, StepClock
 from common.core.measure.memory import MemoryUse
+from common.core.records.entries import StepSplit
 from common.core.run import failures
 from common.core.run.contract import Checkpoints, DataSource, Dist, Gemm, Memory
 from common.models import weights
@@ -136,6 +137,12 @@ class TrainerBase:
 
     def export_model(self, run_dir: Path) -> Path:
         return self.checkpoint.export_model(self.model, run_dir, self.info)
+
+    def step_split(self) -> StepSplit | None:
+        """Where the time of the last work `count_calls` counted went; None where the
+        framework's profiler does not tell (TensorFlow; a GPU, whose kernels run beside the
+        host's profile)."""
+        return None
 
     def traffic_units(self) -> list[Unit]:
         """What the wrapper gathers and reduces together: the whole model, as one unit (a
