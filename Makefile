@@ -75,7 +75,9 @@ test-gpu: setup data
 	$(PY) -m pytest -m gpu tests/gpu
 
 # The main job, end to end on this machine: the MLP on real MNIST, 2 epochs, with torch single,
-# DDP and FSDP2 and TensorFlow MWMS on 1 and 2 local processes, then the comparison report.
+# DDP and FSDP2 and TensorFlow MWMS on 1 and 2 local processes, each framework's link profile
+# of the same 2 processes (seconds), then the comparison report: why each step takes what it
+# takes, fsdp2 against ddp in parts, and both projected to 8 and 64 workers.
 DEMO_DIR ?= results/demo
 DEMO_RUN  = --config configs/mlp_adam.yaml --set train.epochs=2 --set train.target_accuracy=0.96 \
             --set output.dir=$(DEMO_DIR) \
@@ -92,7 +94,9 @@ demo: setup data
 	$(LAUNCH2) $(PY) -m torch_impl.train $(DEMO_RUN) --set torch.strategy=fsdp2 --set output.run_name=torch-fsdp2-w2
 	$(PY) -m tf_impl.train $(DEMO_RUN) --set output.run_name=tf-mwms-w1 2>&1 | $(TF_NOISE)
 	$(LAUNCH2) $(PY) -m tf_impl.train $(DEMO_RUN) --set output.run_name=tf-mwms-w2 2>&1 | $(TF_NOISE)
-	$(PY) compare.py $(DEMO_DIR) --out $(DEMO_DIR)/report
+	$(LAUNCH2) $(PY) -m torch_impl.links --out $(DEMO_DIR)/links-torch.json --max-bytes 2097152
+	$(LAUNCH2) $(PY) -m tf_impl.links --out $(DEMO_DIR)/links-tf.json --max-bytes 2097152 2>&1 | $(TF_NOISE)
+	$(PY) compare.py $(DEMO_DIR) --project 8,64 --out $(DEMO_DIR)/report
 
 # The model-size axis on this machine (common.tools.sizes): 0.1M to 300M parameters, synthetic data,
 # torch single/ddp/fsdp1/fsdp2 and TensorFlow MWMS on 2 ranks, then compare.py's report.

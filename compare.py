@@ -26,6 +26,7 @@ from pathlib import Path
 
 from common.report import (
     outputs,
+    pages,
     projection_memory,
     projection_plot,
     projection_report,
@@ -227,14 +228,18 @@ def _main(argv: list[str] | None) -> int:
     for note in notes:
         print(f"not side by side: {note}", file=sys.stderr)
 
+    section = None
     if args.out and runs and args.project:
         projected_plot = projection_plot.plot(projected, args.out)
         if projected_plot:
             print(f"projection plot: {projected_plot}")
+        listed = ("  > ", "  * ")  # the sentences and caveats: a list of their own on the page
+        table = [line for line in projected.text.splitlines() if not line.startswith(listed)]
+        section = pages.Projection(projected.sentences, table, projected.caveats, projected_plot)
     if args.out and runs:
         try:
             html_path = outputs.write_report(
-                args.out, groups, runs_by_group, notes, problems, target, size_rows
+                args.out, groups, runs_by_group, notes, problems, target, size_rows, section
             )
         except RuntimeError as error:  # matplotlib missing
             problems.append(str(error))

@@ -21,6 +21,7 @@ def write_report(
     problems: list[str],
     target: float,
     size_rows: list[SizeRow],
+    projection: pages.Projection | None = None,
 ) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     rendered = []
@@ -34,7 +35,15 @@ def write_report(
         picture = sizeplot.plot_sizes(size_rows, out / "size.png", looks.caption(everyone))
         size = pages.SizeAxis(size_table.size_table_lines(size_rows), picture, sizeplot.CAPTION)
     for write, name in ((pages.write_html, "report.html"), (pages.write_markdown, "report.md")):
-        write(rendered, notes, problems, path=out / name, target=target, size=size)
+        write(
+            rendered,
+            notes,
+            problems,
+            path=out / name,
+            target=target,
+            size=size,
+            projection=projection,
+        )
     all_rows = [{**group.key, **row.as_dict()} for group in rendered for row in group.rows]
     whole.write_text(out / "report.csv", tables.csv_table(all_rows))
     document = {

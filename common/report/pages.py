@@ -76,6 +76,50 @@ class SizeAxis:
     caption: str
 
 
+@dataclass
+class Projection:
+    """compare --project's section: why each step takes what it takes (sentences), the table
+    as the terminal prints it, the caveats and the plot."""
+
+    sentences: list[str]
+    table: list[str]
+    caveats: list[str]
+    picture: Path | None
+
+
+PROJECTION_CAPTION = (
+    "Measured samples/s (points) and each run projected to more workers with its framework's "
+    "link profile (bands: full overlap of communication with compute to none)."
+)
+
+
+def _projection_html(projection: Projection) -> list[str]:
+    parts = ["<h2>At more workers (the projection)</h2><ul>"]
+    parts += [f"<li>{html.escape(sentence)}</li>" for sentence in projection.sentences]
+    parts += ["</ul>", f"<pre>{html.escape(chr(10).join(projection.table))}</pre>"]
+    if projection.picture is not None:
+        encoded = base64.b64encode(projection.picture.read_bytes()).decode()
+        parts.append(
+            f"<figure><img alt='projection' src='data:image/png;base64,{encoded}'>"
+            f"<figcaption>{html.escape(PROJECTION_CAPTION)}</figcaption></figure>"
+        )
+    if projection.caveats:
+        parts += ["<h3>Caveats</h3><ul>"]
+        parts += [f"<li>{html.escape(caveat)}</li>" for caveat in projection.caveats] + ["</ul>"]
+    return parts
+
+
+def _projection_markdown(projection: Projection, page: Path) -> list[str]:
+    out = ["## At more workers (the projection)", ""]
+    out += [f"- {sentence}" for sentence in projection.sentences] + [""]
+    out += ["```", *projection.table, "```", ""]
+    if projection.picture is not None:
+        out += [f"![projection]({projection.picture.relative_to(page.parent)})", ""]
+        out += [f"*{PROJECTION_CAPTION}*", ""]
+    out += [f"- caveat: {caveat}" for caveat in projection.caveats]
+    return out + [""]
+
+
 def _size_html(size: SizeAxis) -> list[str]:
     encoded = base64.b64encode(size.picture.read_bytes()).decode()
     parts = ["<h2>Model-size axis</h2><table><tr>"]
@@ -98,6 +142,7 @@ def write_html(
     target: float,
     path: Path,
     size: SizeAxis | None = None,
+    projection: Projection | None = None,
 ) -> None:
     every_run = [run for group in groups for run in group.runs]
     parts = [
@@ -125,6 +170,8 @@ def write_html(
             )
     if size is not None:
         parts += _size_html(size)
+    if projection is not None:
+        parts += _projection_html(projection)
     all_rows = [row for group in groups for row in group.rows]
     sections = (
         ("Notes on the columns", footnotes(all_rows, target)),
@@ -146,6 +193,7 @@ def write_markdown(
     target: float,
     path: Path,
     size: SizeAxis | None = None,
+    projection: Projection | None = None,
 ) -> None:
     out = [f"# {TITLE}", ""]
     for index, group in enumerate(groups, start=1):
@@ -171,6 +219,8 @@ def write_markdown(
         out += ["|" + "---|" * len(size.lines[0])]
         out += ["| " + " | ".join(line) + " |" for line in size.lines[1:]] + [""]
         out += [f"![size]({size.picture.relative_to(path.parent)})", "", f"*{size.caption}*", ""]
+    if projection is not None:
+        out += _projection_markdown(projection, path)
     all_rows = [row for group in groups for row in group.rows]
     out += ["## Notes on the columns", ""] + [f"- {n}" for n in footnotes(all_rows, target)]
     out += [""] + [f"- not side by side: {note}" for note in notes]

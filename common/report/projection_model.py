@@ -2,10 +2,18 @@
 (`common.core.measure.links`): its compute per step, and the collectives it issued per step
 (the epoch records' traffic) priced by the profile at the projected world size.
 
-  step time at N = compute at N + communication at N, given as a range: full overlap
+  step time at N = the rest at N + communication at N, given as a range: full overlap
   (the larger of the two) to none (their sum)
-  compute at N   = the measured step less its communication at the run's own size, times
-                   run workers / N under strong scaling (a global batch), unchanged under weak
+  the rest at N  = the measured step less its communication at the run's own size, in three
+                   parts by the step split the run recorded (`Epoch.step_split`, one profiled
+                   step: torch on the CPU):
+                   compute (the model's math) x run workers / N under strong scaling (a
+                   global batch), unchanged under weak;
+                   optimizer x the run's shards / the shards at N (a replica's stays);
+                   overhead, all the rest (the sharding wrapper's hooks and copies, issuing
+                   and waiting for collectives beyond their price, Python): unchanged.
+                   Without a split (TensorFlow, a GPU, older records) all of it is taken as
+                   compute, and a caveat says so
   communication  = for each collective kind: calls x steps(kind, algorithm, group) x alpha per
                    step + wire bytes at N x beta (`LinkProfile.seconds`), where an
                    all-gather's shard shrinks with the shard group and the ring's wire bytes
@@ -42,6 +50,37 @@ class Projected:
     efficiency_low: float
     efficiency_high: float
     communication_s: float
+    overhead_s: float  # the part of the step that stays at any N (0 without a step split)
+
+
+@dataclass(frozen=True, slots=True)
+class StepParts:
+    """A run's measured step less its priced communication, as the projection scales it."""
+
+    compute_s: float  # shrinks with the per-rank batch
+    optimizer_s: float  # shrinks with the shards of the optimizer's state
+    overhead_s: float  # stays
+    split: bool  # False: no step split recorded; all of it taken as compute
+
+
+def step_parts(run: RecordedRun, step_s: float, own_s: float) -> StepParts:
+    """`step_s` less `own_s` of communication, split as the run's profiled step was."""
+    rest = max(step_s - own_s, 0.0)
+    split = next((e.step_split for e in reversed(run.epochs) if e.step_split), None)
+    if split is None:
+        return StepParts(rest, 0.0, 0.0, split=False)
+    compute = min(split.compute_s, rest)
+    optimizer = min(split.optimizer_s, rest - compute)
+    return StepParts(compute, optimizer, rest - compute - optimizer, split=True)
+
+
+def rest_at(run: RecordedRun, parts: StepParts, world: int, weak: bool) -> float:
+    """Seconds of a step but its communication at `world` ranks."""
+    own = run.start.world_size
+    _, shard_now = _dims(run, own)
+    _, shard = _dims(run, world)
+    compute = parts.compute_s if weak else parts.compute_s * own / world
+    return compute + parts.optimizer_s * shard_now / shard + parts.overhead_s
 
 
 def _dims(run: RecordedRun, world: int) -> tuple[int, int]:
@@ -97,12 +136,23 @@ def project(
     samples_s = speeds[len(speeds) // 2]
     batch = start.global_batch_size
     step_s = batch / samples_s
-    compute_s = max(step_s - own, 0.0)
+    parts = step_parts(run, step_s, own)
+    if not parts.split:
+        caveats.append(
+            f"{label}: no step split recorded (TensorFlow, a GPU run or older records): its "
+            "step less its communication is taken as compute that shrinks with the per-rank "
+            "batch, so any fixed overhead is projected to shrink too"
+        )
     ran_weak = start.config.get("train", {}).get("batch_mode") == "per_rank"
     weak = ran_weak if scaling is None else scaling == "weak"
-    # the compute of one rank's batch at the run's size: a weak projection keeps that batch
     rank_batch = batch // start.world_size
-    single_s = compute_s * (1 if weak else start.world_size)  # one worker, no communication
+    # one worker, no communication, the whole state: a weak projection keeps one rank's batch
+    _, shard_now = _dims(run, start.world_size)
+    single_s = (
+        parts.compute_s * (1 if weak else start.world_size)
+        + parts.optimizer_s * shard_now
+        + parts.overhead_s
+    )
     found = []
     for world in worlds:
         if world < start.world_size:
@@ -118,7 +168,7 @@ def project(
             )
             continue
         comm = communication_s(run, profile, world) or 0.0
-        compute = compute_s if weak else compute_s * start.world_size / world
+        compute = rest_at(run, parts, world, weak)
         fast, slow = max(compute, comm), compute + comm
         global_batch = batch * world / start.world_size if weak else batch
         found.append(
@@ -132,6 +182,7 @@ def project(
                 efficiency_low=(single_s / slow if weak else single_s / (world * slow)),
                 efficiency_high=(single_s / fast if weak else single_s / (world * fast)),
                 communication_s=comm,
+                overhead_s=parts.overhead_s,
             )
         )
     return found, caveats
@@ -162,7 +213,7 @@ def crossover(
             return None
         own = communication_s(run, profile, run.start.world_size) or 0.0
         step = run.start.global_batch_size / sorted(e.samples_per_s for e in timed)[len(timed) // 2]
-        compute = max(step - own, 0.0) * run.start.world_size / world
+        compute = rest_at(run, step_parts(run, step, own), world, weak=False)
         return compute + fixed, every - fixed  # step = first + second / speed
 
     one, two = parts(a, profiles[0]), parts(b, profiles[1])

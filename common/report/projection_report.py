@@ -15,7 +15,7 @@ from pydantic import TypeAdapter
 from typing_extensions import NotRequired, TypedDict
 
 from common.core.measure import links
-from common.report import projection_model
+from common.report import projection_model, step_reasons
 from common.report.projection_memory import LargestFit, MemoryRow
 from common.report.runs import RecordedRun
 
@@ -164,7 +164,8 @@ def report(
             comm = f"{1000 * row.communication_s:>12.2f}"
             lines.append(f"{row.label:>34}  {row.world:>7}  {speeds}  {efficiency}  {comm}")
     found.sentences = [
-        *_shares(runs, profiles),
+        *step_reasons.shares(runs, profiles.of),
+        *step_reasons.sharded_against_replicated(runs, profiles.of, counts),
         *_flips(runs, profiles, counts),
         *_size_flips(runs, profiles, counts),
     ]
@@ -172,36 +173,13 @@ def report(
     lines += [f"  > {sentence}" for sentence in found.sentences]
     lines += [f"  * caveat: {caveat}" for caveat in found.caveats]
     lines.append(
-        "  * a model's numbers (common.report.projection_model): compute from each run's own step, "
+        "  * a model's numbers (common.report.projection_model): each run's own step less its "
+        "communication, split by its profiled step into compute, optimizer and overhead; "
         "communication from its counted collectives at the profile's alpha and beta; no "
         "contention or congestion"
     )
     found.text = "\n".join(lines)
     return found
-
-
-def _shares(runs: list[RecordedRun], profiles: Profiles) -> list[str]:
-    """Why each run's step takes what it takes at its own size: its collectives and bytes, and
-    what the profile says they cost, against its measured step."""
-    said = []
-    for run in runs:
-        traffic = next((e.traffic for e in reversed(run.epochs) if e.traffic), None)
-        timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
-        comm = projection_model.communication_s(run, profiles.of(run), run.start.world_size)
-        if not traffic or not timed or comm is None:
-            continue
-        train = [entry for entry in traffic if entry.phase == "train"]
-        calls = sum(entry.calls for entry in train)
-        sent = sum(entry.wire_bytes for entry in train) / 1e6
-        speed = sorted(e.samples_per_s for e in timed)[len(timed) // 2]
-        step = run.start.global_batch_size / speed
-        plural = "s" if calls != 1 else ""
-        said.append(
-            f"{_name(run)} sends {sent:.3g} MB per rank per step in {calls:g} "
-            f"collective{plural}; at this profile's costs that is {1000 * comm:.3g} ms of its "
-            f"{1000 * step:.3g} ms step ({min(comm / step, 1.0):.0%})"
-        )
-    return said
 
 
 def _flips(runs: list[RecordedRun], profiles: Profiles, counts: list[int]) -> list[str]:
@@ -268,4 +246,4 @@ def _projected_step(run: RecordedRun, profile: links.LinkProfile, world: int) ->
 
 
 def _name(run: RecordedRun) -> str:
-    return f"{run.start.framework} {run.start.strategy} x{run.start.world_size}"
+    return step_reasons.name(run)

@@ -9,7 +9,7 @@ import pytest
 
 import compare
 from common.core.measure import links
-from common.core.records.entries import TrafficEntry
+from common.core.records.entries import StepSplit, TrafficEntry
 from common.report import projection_model
 from common.report.runs import RecordedRun
 from tests.records import changed, epoch, start, write_run
@@ -44,9 +44,22 @@ def profiles(**by_framework: links.LinkProfile):
     return Profiles({name: (Path(f"links-{name}.json"), fit) for name, fit in chosen.items()})
 
 
-def ddp_run(traffic=True) -> RecordedRun:
+def split(compute_s=8e-3, optimizer_s=0.0) -> StepSplit:
+    """A profiled step's split; by default all of ddp_run's step less its 2 ms of
+    communication is compute, as the projection takes a run without one."""
+    return StepSplit(
+        compute_s=compute_s,
+        optimizer_s=optimizer_s,
+        framework_s=0.0,
+        collectives_s=0.0,
+        wall_s=10e-3,
+        source="a test",
+    )
+
+
+def ddp_run(traffic=True, step_split=None) -> RecordedRun:
     """torch ddp x2, global batch 64: 6,400 samples/s is a 10 ms step, with one all-reduce of
-    1 MB per step when `traffic`."""
+    1 MB per step when `traffic`; its step split `step_split`, else `split()`."""
     sent = [
         TrafficEntry(
             phase="train",
@@ -59,7 +72,12 @@ def ddp_run(traffic=True) -> RecordedRun:
         )
     ]
     epochs = [
-        changed(epoch(n, 0.9, 2.0 * n), samples_per_s=6400.0, traffic=sent if traffic else None)
+        changed(
+            epoch(n, 0.9, 2.0 * n),
+            samples_per_s=6400.0,
+            traffic=sent if traffic else None,
+            step_split=step_split or split(),
+        )
         for n in (1, 2, 3)
     ]
     begun = changed(start(), hosts=["localhost", "localhost"])
@@ -79,6 +97,36 @@ def test_a_strong_scaling_step_is_compute_shared_out_plus_the_ring_at_the_new_si
     assert (at8.step_fast_s, at8.step_slow_s) == pytest.approx((8.75e-3, 10.75e-3))
     assert at8.samples_s_low == pytest.approx(64 / 10.75e-3)
     assert at8.efficiency_low == pytest.approx(16e-3 / (8 * 10.75e-3))  # 1 worker: 16 ms
+
+
+def test_overhead_stays_and_a_replica_s_optimizer_stays_while_compute_is_shared_out():
+    """Hand-worked: of the 10 ms step, 2 ms communication at 2 ranks (as above); the split says
+    3 ms compute and 2 ms optimizer, so 3 ms of overhead. At 8 ranks: compute 3 x 2/8 = 0.75 ms,
+    ddp's optimizer (a replica) 2 ms, overhead 3 ms, communication 8.75 ms: 14.5 ms without
+    overlap (10.75 ms when all of it was taken as compute)."""
+    run = ddp_run(step_split=split(compute_s=3e-3, optimizer_s=2e-3))
+    (at8,), caveats = projection_model.project(run, profile(), [8])
+    assert caveats == [] and at8.overhead_s == pytest.approx(3e-3)
+    assert at8.step_slow_s == pytest.approx(0.75e-3 + 2e-3 + 3e-3 + 8.75e-3)
+    assert at8.step_fast_s == pytest.approx(8.75e-3)  # communication is the longer
+    # one worker: compute 6 ms, optimizer 2 ms, overhead 3 ms
+    assert at8.efficiency_low == pytest.approx(11e-3 / (8 * at8.step_slow_s))
+
+
+def test_a_split_larger_than_the_step_leaves_no_overhead_and_none_is_said():
+    """A profiled step runs slower than the median (the profiler's own cost): its compute is
+    taken up to what the step leaves; without a split the caveat says what was assumed."""
+    run = ddp_run(step_split=split(compute_s=20e-3, optimizer_s=5e-3))
+    (at8,), caveats = projection_model.project(run, profile(), [8])
+    assert caveats == [] and at8.overhead_s == 0 and at8.step_slow_s == pytest.approx(10.75e-3)
+    bare = RecordedRun(
+        "r/metrics.jsonl",
+        [ddp_run().start, *(changed(e, step_split=None) for e in ddp_run().epochs)],
+    )
+    (same,), caveats = projection_model.project(bare, profile(), [8])
+    assert same.step_slow_s == pytest.approx(10.75e-3)
+    (said,) = caveats
+    assert said.startswith("torch ddp x2: no step split recorded") and "shrink" in said, said
 
 
 def test_latency_grows_with_the_steps_of_the_algorithm():
@@ -141,15 +189,16 @@ def test_compare_projects_with_a_profile_and_refuses_without_one(tmp_path, capsy
 
 
 def test_each_run_is_explained_by_its_bytes_and_the_links_cost():
-    from common.report import projection_report
+    from common.report import step_reasons
 
-    (said,) = projection_report._shares([ddp_run()], profiles())
+    (said,) = step_reasons.shares([ddp_run()], profiles().of)
     # 1 MB in 1 all-reduce; 1 ms + 1 MB x 1 ns = 2 ms of the 10 ms step
-    assert said == (
+    assert said.startswith(
         "torch ddp x2 sends 1 MB per rank per step in 1 collective; at this profile's costs "
-        "that is 2 ms of its 10 ms step (20%)"
-    )
-    assert projection_report._shares([ddp_run(traffic=False)], profiles()) == []
+        "that is 2 ms of its 10 ms step (20%); the rest, as its profiled step split it: "
+        "compute 8 ms"
+    ), said
+    assert step_reasons.shares([ddp_run(traffic=False)], profiles().of) == []
 
 
 def _sized(strategy: str, params: int, samples_per_s: float) -> RecordedRun:

@@ -1,0 +1,141 @@
+"""Why each run's step takes what it takes, in parts that add up to the measured step: its
+communication at the link profile's costs, and the rest as its profiled step split it (compute,
+optimizer, overhead; `common.report.projection_model.step_parts`). Then, for a sharded torch
+strategy beside a replicated one at the same worker count, where the difference between their
+steps comes from, and what each part becomes at the projected worker counts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from common.core.config import strategies
+from common.core.measure.links import LinkProfile
+from common.report import projection_model
+from common.report.runs import RecordedRun
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """A run's median step (seconds) in its parts; `collectives`: calls a training step."""
+
+    name: str
+    step_s: float
+    communication_s: float
+    parts: projection_model.StepParts
+    collectives: float
+    sent_mb: float
+
+
+def name(run: RecordedRun) -> str:
+    return f"{run.start.framework} {run.start.strategy} x{run.start.world_size}"
+
+
+def measured_step(run: RecordedRun, profile: LinkProfile) -> Step | None:
+    """The run's step in parts; None without traffic records or timed epochs."""
+    traffic = next((e.traffic for e in reversed(run.epochs) if e.traffic), None)
+    timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
+    comm = projection_model.communication_s(run, profile, run.start.world_size)
+    if not traffic or not timed or comm is None:
+        return None
+    train = [entry for entry in traffic if entry.phase == "train"]
+    speed = sorted(e.samples_per_s for e in timed)[len(timed) // 2]
+    step = run.start.global_batch_size / speed
+    return Step(
+        name=name(run),
+        step_s=step,
+        communication_s=min(comm, step),
+        parts=projection_model.step_parts(run, step, comm),
+        collectives=sum(entry.calls for entry in train),
+        sent_mb=sum(entry.wire_bytes for entry in train) / 1e6,
+    )
+
+
+def ms(seconds: float) -> str:
+    return f"{1000 * seconds:.3g} ms"
+
+
+def shares(runs: list[RecordedRun], profile_of: Callable[[RecordedRun], LinkProfile]) -> list[str]:
+    """One sentence a run: its collectives and bytes, what the profile says they cost, and the
+    rest of its measured step by its split."""
+    said = []
+    for run in runs:
+        step = measured_step(run, profile_of(run))
+        if step is None:
+            continue
+        plural = "s" if step.collectives != 1 else ""
+        sentence = (
+            f"{step.name} sends {step.sent_mb:.3g} MB per rank per step in "
+            f"{step.collectives:g} collective{plural}; at this profile's costs that is "
+            f"{ms(step.communication_s)} of its {ms(step.step_s)} step "
+            f"({step.communication_s / step.step_s:.0%})"
+        )
+        parts = step.parts
+        if parts.split:
+            sharded = strategies.get(run.start.framework, run.start.strategy).shards
+            state = "shrinks with the shards of its state" if sharded else "a whole replica's"
+            sentence += (
+                f"; the rest, as its profiled step split it: compute {ms(parts.compute_s)} "
+                f"(shrinks with the per-rank batch), optimizer {ms(parts.optimizer_s)} "
+                f"({state}), overhead {ms(parts.overhead_s)} (the wrapper's hooks and copies, "
+                "waits beyond the collectives' price, Python: the same at any N)"
+            )
+        said.append(sentence)
+    return said
+
+
+def sharded_against_replicated(
+    runs: list[RecordedRun],
+    profile_of: Callable[[RecordedRun], LinkProfile],
+    counts: list[int],
+) -> list[str]:
+    """For each sharded torch run beside a replicated one of the same worker count, both with
+    a step split: the difference between their steps in parts that add up to it, and both
+    steps at each projected worker count."""
+    said = []
+    for sharded in runs:
+        for replicated in runs:
+            if not _comparable(sharded, replicated):
+                continue
+            one = measured_step(sharded, profile_of(sharded))
+            two = measured_step(replicated, profile_of(replicated))
+            if one is None or two is None or not (one.parts.split and two.parts.split):
+                continue
+            gaps = [
+                ("communication", one.communication_s - two.communication_s),
+                ("overhead", one.parts.overhead_s - two.parts.overhead_s),
+                ("compute", one.parts.compute_s - two.parts.compute_s),
+                ("optimizer", one.parts.optimizer_s - two.parts.optimizer_s),
+            ]
+            parts = ", ".join(f"{what} {1000 * gap:+.3g} ms" for what, gap in gaps)
+            sentence = (
+                f"{one.name} takes {ms(one.step_s)} a step, {one.step_s / two.step_s:.2g}x "
+                f"{two.name}'s {ms(two.step_s)}; the {ms(one.step_s - two.step_s)} between "
+                f"them: {parts} ({one.collectives:g} collectives a step against "
+                f"{two.collectives:g})"
+            )
+            later = []
+            for world in counts:
+                if world <= sharded.start.world_size:
+                    continue
+                found = [
+                    projection_model.project(run, profile_of(run), [world])[0]
+                    for run in (sharded, replicated)
+                ]
+                if found[0] and found[1]:
+                    at, against = found[0][0].step_slow_s, found[1][0].step_slow_s
+                    later.append(f"at {world} workers {ms(at)} against {ms(against)}")
+            if later:
+                sentence += "; projected without overlap: " + "; ".join(later)
+            said.append(sentence)
+    return said
+
+
+def _comparable(sharded: RecordedRun, replicated: RecordedRun) -> bool:
+    one, two = sharded.start, replicated.start
+    if one.framework != "torch" or two.framework != "torch" or one.world_size != two.world_size:
+        return False
+    if one.world_size < 2 or one.model_params != two.model_params:
+        return False
+    kinds = [strategies.get("torch", start.strategy) for start in (one, two)]
+    return kinds[0].shards and not kinds[1].shards and two.strategy != "single"
