@@ -13,7 +13,7 @@ import time
 
 import tensorflow as tf
 
-from common.core.measure import links
+from common.core.measure import link_tool
 from tf_impl import dist
 
 
@@ -54,7 +54,7 @@ def _transport(info: dist.DistInfo, cfg) -> str:
     return "ring" if chosen == "auto" and info.device_type == "cpu" else chosen
 
 
-SIDE = links.Side(
+SIDE = link_tool.Side(
     framework="tf",
     kinds=("all_reduce", "all_gather"),
     setup=dist.setup_distributed,
@@ -67,7 +67,7 @@ SIDE = links.Side(
 
 
 def main(argv: list[str] | None = None) -> int:
-    return links.main(SIDE, "python -m tf_impl.links", __doc__, argv)
+    return link_tool.main(SIDE, "python -m tf_impl.links", __doc__, argv)
 
 
 if __name__ == "__main__":

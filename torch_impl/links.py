@@ -12,7 +12,7 @@ import time
 import torch
 import torch.distributed as torch_dist
 
-from common.core.measure import links
+from common.core.measure import link_tool, links
 from torch_impl import dist
 from torch_impl.parallel import resolve_strategy
 
@@ -51,7 +51,7 @@ def _setup(cfg, spec) -> dist.DistInfo:
     return dist.setup_distributed(resolve_strategy(cfg, spec.world_size), spec)
 
 
-SIDE = links.Side(
+SIDE = link_tool.Side(
     framework="torch",
     kinds=links.KIND_NAMES,
     setup=_setup,
@@ -63,7 +63,7 @@ SIDE = links.Side(
 
 
 def main(argv: list[str] | None = None) -> int:
-    return links.main(SIDE, "python -m torch_impl.links", __doc__, argv)
+    return link_tool.main(SIDE, "python -m torch_impl.links", __doc__, argv)
 
 
 if __name__ == "__main__":

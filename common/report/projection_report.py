@@ -7,6 +7,10 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,9 +106,15 @@ class Profiles:
         return ", ".join(str(path) for path, _ in self.found.values())
 
 
-def find_profiles(given: Path | None, results: list[str]) -> Profiles:
+def find_profiles(
+    given: Path | None,
+    results: list[str],
+    runs: Sequence[RecordedRun] = (),
+    counts: Sequence[int] = (),
+) -> Profiles:
     """The profile named, or the link profiles found in the result folders (the first of each
-    framework, sorted by name); every one validated as it is read."""
+    framework, sorted by name); every one validated as it is read. Where torch runs on GPUs
+    have no torch profile, torch's model of NCCL prices them (`nccl_model`)."""
     if given is not None:
         if not given.is_file():
             raise ValueError(
@@ -113,16 +123,42 @@ def find_profiles(given: Path | None, results: list[str]) -> Profiles:
         paths = [given]
     else:
         paths = profiles_in(results)
-    if not paths:
-        raise ValueError(
-            "--project needs a link profile: give --links PROFILE, or put the links.json that "
-            "python -m torch_impl.links (or tf_impl.links) wrote into the results"
-        )
     found: dict[str, tuple[Path, links.LinkProfile]] = {}
     for path in paths:
         profile = links.read(path)
         found.setdefault(profile.framework, (path, profile))
+    on_gpus = [r for r in runs if r.start.framework == "torch" and r.start.device_type == "gpu"]
+    if "torch" not in found and on_gpus:
+        sizes = {r.start.world_size for r in on_gpus} | set(counts)
+        found["torch"] = nccl_model(sorted(size for size in sizes if size >= 2) or [2])
+    if not found:
+        raise ValueError(
+            "--project needs a link profile: give --links PROFILE, or put the links.json that "
+            "python -m torch_impl.links (or tf_impl.links) wrote into the results"
+        )
     return Profiles(found)
+
+
+def nccl_model(worlds: list[int]) -> tuple[Path, links.LinkProfile]:
+    """torch's NCCL model at `worlds` as a link profile (`python -m torch_impl.nccl_model`, in
+    a process of its own: common imports no framework); ValueError when it cannot run."""
+    out = Path(tempfile.mkdtemp(prefix="suite-nccl-model-")) / "links-torch-nccl-model.json"
+    command = [
+        sys.executable,
+        "-m",
+        "torch_impl.nccl_model",
+        "--worlds",
+        ",".join(map(str, worlds)),
+    ]
+    done = subprocess.run(
+        [*command, "--out", str(out)], capture_output=True, text=True, timeout=300
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ValueError(
+            f"no torch link profile for runs on GPUs, and torch's NCCL model did not run: {last}"
+        )
+    return out, links.read(out)
 
 
 def report(
@@ -135,11 +171,19 @@ def report(
     """The projection's text and numbers; ValueError for a bad list or a missing profile.
     `scaling`: strong, weak, or None for each run's own (`projection_model.project`)."""
     counts = worlds(project)
-    profiles = find_profiles(given, results)
+    profiles = find_profiles(given, results, runs, counts)
     lines = []
     caveats = []
     for path, profile in profiles.found.values():
         hosts = ", ".join(sorted(set(profile.hosts)))
+        if profile.source != "measured":
+            lines.append(f"== projection with {profile.source} ({path})")
+            caveats.append(
+                f"{profile.framework} runs are priced with {profile.source}; measure your "
+                f"cluster's links for figures of its own (srun python -m "
+                f"{profile.framework}_impl.links --out links-{profile.framework}.json)"
+            )
+            continue
         lines.append(
             f"== projection with the link profile {path} ({profile.framework} "
             f"{profile.transport}, {profile.world_size} ranks on {hosts})"

@@ -145,6 +145,20 @@ def test_latency_grows_with_the_steps_of_the_algorithm():
     assert gloo.seconds("all_reduce", 1, 1e6, 8) == pytest.approx(7e-3 + 1e6 * 1e-9)
 
 
+def test_a_group_measured_on_its_own_is_priced_by_its_own_fit():
+    """A profile that also measured 8 ranks (alpha 3 ms, 2 ns a byte) prices a call over 8 by
+    that fit, and a call over 4 (not measured) from the 2-rank fit's steps, as before."""
+    fit8 = links.KindFit(
+        alpha_s=3e-3,
+        beta_s_per_byte=2e-9,
+        points=[links.Point(payload_bytes=8, wire_bytes=14, seconds=3e-3)] * 2,
+    )
+    both = profile().model_copy(update={"groups": {8: {"all_reduce": fit8}}})
+    assert both.seconds("all_reduce", 2, 1e6, 8) == pytest.approx(2 * 3e-3 + 1e6 * 2e-9)
+    assert both.seconds("all_reduce", 1, 0.0, 4) == pytest.approx(6 * 0.5e-3)  # 2(4-1) steps
+    assert both.seconds("all_reduce", 1, 0.0, 8) != profile().seconds("all_reduce", 1, 0.0, 8)
+
+
 def test_no_rank_is_projected_without_a_sample_under_strong_scaling():
     """Global batch 64: 64 workers keep one sample each, 512 would keep an eighth."""
     rows, caveats = projection_model.project(ddp_run(), profile(), [8, 64, 512])

@@ -6,31 +6,20 @@ synchronization), beta the cost of a byte (1 / the bandwidth one rank sees).
 
 The profile is JSON, checked by `LinkProfile` (its schema: docs/link_profile.schema.json), and
 names the hosts and the launch it was measured on, so that a projection can refuse to apply it
-to runs of other hosts.
+to runs of other hosts. The tool that measures it is `common.core.measure.link_tool`.
 
     python -m common.launch --nproc 2 -- python -m torch_impl.links --out results/links.json
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import statistics
-import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from common.core.config import config_io
-from common.core.measure import collectives
-from common.core.measure.traffic import wire_bytes
-from common.core.records import provenance
-from common.launch import environment
-from common.launch.cluster import ClusterSpec
 from common.storage import whole
 
 PROFILE_VERSION = 1
@@ -60,6 +49,21 @@ class KindFit(BaseModel):
     points: Annotated[list[Point], Field(min_length=2)]
     """The measurements the fit came from: two sizes at least."""
 
+    def interpolated(self, wire: float) -> float:
+        """Seconds of one call sending `wire` bytes, read off the points (straight between
+        them on log scales; past the largest, its time plus beta a byte more): for a model's
+        points, which a single alpha and beta cannot follow where it changes protocol."""
+        known = sorted((p.wire_bytes, p.seconds) for p in self.points if p.wire_bytes > 0)
+        if not known:
+            return self.alpha_s + wire * self.beta_s_per_byte
+        if wire <= known[0][0]:
+            return known[0][1]
+        if wire >= known[-1][0]:
+            return known[-1][1] + (wire - known[-1][0]) * self.beta_s_per_byte
+        sizes = np.log([size for size, _ in known])
+        times = np.log([max(seconds, 1e-12) for _, seconds in known])
+        return float(np.exp(np.interp(np.log(wire), sizes, times)))
+
 
 class LinkProfile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
@@ -86,12 +90,26 @@ class LinkProfile(BaseModel):
     """Each collective measured, with its fit."""
     not_measured: dict[str, str] = Field(default_factory=dict)
     """Collectives the framework does not offer here, with why."""
+    source: str = "measured"
+    """measured (the link tool timed the collectives), or the model the fits came from (e.g.
+    torch's NCCL model, `torch_impl.nccl_model`): then every figure is that model's."""
+    groups: dict[int, dict[str, KindFit]] = Field(default_factory=dict)
+    """Fits at other group sizes than world_size, by group size: a call over one of them is
+    priced by its own fit, not scaled from world_size's."""
 
     def seconds(self, kind: str, calls: float, wire: float, group: int) -> float | None:
         """Seconds the model gives `calls` collectives of `kind` over `group` ranks sending
         `wire` bytes: each call pays the link's latency once per step of its algorithm
         (`latency_steps`), and every wire byte beta. The fit's alpha holds the steps of the
-        group it was measured on; per step it is alpha over their number."""
+        group it was measured on; per step it is alpha over their number. A group with a fit
+        of its own (`groups`) is priced by it as it is."""
+        own = self.groups.get(group, {}).get(kind)
+        if own is None and group == self.world_size:
+            own = self.kinds.get(kind)
+        if own is not None and self.source != "measured":  # a model's own curve, not a line
+            return calls * own.interpolated(wire / calls) if calls else 0.0
+        if own is not None:
+            return calls * own.alpha_s + wire * own.beta_s_per_byte
         fit = self.kinds.get(kind) or self.kinds.get("all_reduce")
         if fit is None:
             return None
@@ -137,98 +155,6 @@ def fit(points: list[Point]) -> tuple[float, float]:
     if beta < 0:
         alpha, beta = float(np.median(seconds)), 0.0
     return float(alpha), float(beta)
-
-
-def repeats(size: int) -> int:
-    """Calls timed at `size`, the same on every rank (they must issue the same collectives):
-    many small ones, where a call is microseconds, few large ones."""
-    return 20 if size <= 262_144 else 10 if size <= 2_097_152 else 5 if size <= 16_777_216 else 3
-
-
-def measure(
-    timer: Callable[[str, int, int], float], kinds: tuple[str, ...], ranks: int, max_bytes: int
-) -> dict[str, KindFit]:
-    """Time every kind at every size up to `max_bytes` with `timer(kind, payload, calls)` (the
-    mean seconds of one call over `calls`), after one call to warm up, and fit each. Every
-    rank calls it alike."""
-    sizes = [size for size in SIZES if size <= max_bytes]
-    found = {}
-    for kind in kinds:
-        points = []
-        for size in sizes:
-            timer(kind, size, 1)  # warm-up: buffers, connections, compiled functions
-            seconds = statistics.median(timer(kind, size, repeats(size)) for _ in range(3))
-            wire = wire_bytes(kind, size, ranks)
-            points.append(Point(payload_bytes=size, wire_bytes=wire, seconds=seconds))
-        alpha, beta = fit(points)
-        found[kind] = KindFit(alpha_s=alpha, beta_s_per_byte=beta, points=points)
-    return found
-
-
-@dataclass(frozen=True, kw_only=True)
-class Side:
-    """What one framework's link tool hands `main`: its collectives and how it starts."""
-
-    framework: str
-    kinds: tuple[str, ...]
-    setup: Callable[[Any, ClusterSpec], Any]
-    """(config, spec) -> the framework's DistInfo, joined with its peers."""
-    timer: Callable[[Any], Callable[[str, int, int], float]]
-    """DistInfo -> timer(kind, payload bytes, calls) -> mean seconds of one call."""
-    transport: Callable[[Any, Any], str]
-    """(DistInfo, config) -> gloo, nccl, ring..."""
-    all_reduce_sum: Callable[[np.ndarray, Any], np.ndarray]
-    leave: Callable[[Any, float], None]
-    not_measured: dict[str, str] = field(default_factory=dict)
-
-
-def main(side: Side, prog: str, description: str | None, argv: list[str] | None) -> int:
-    """One rank of a link tool (`torch_impl.links`, `tf_impl.links`): join the peers as training
-    does, time, fit, and the chief writes the profile. Exit 2 for a launch that cannot work."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--out", required=True, help="the profile's JSON file (the chief's)")
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
-    parser.add_argument("--max-bytes", type=int, default=SIZES[-1])
-    args = parser.parse_args(argv)
-    try:
-        if args.max_bytes < SIZES[1]:
-            raise ValueError(
-                f"--max-bytes {args.max_bytes}: a fit takes two sizes at least, and the "
-                f"smallest are {SIZES[0]} and {SIZES[1]} bytes; give {SIZES[1]} or more"
-            )
-        spec = environment.from_environment()
-        if spec.world_size < 2:
-            raise ValueError("a link takes 2 ranks or more: start this under a launcher")
-        if spec.is_chief:  # before minutes of measuring: the profile must have a place
-            writable(Path(args.out))
-        cfg = config_io.load_config(None, [f"dist.device={args.device}"])
-        info = side.setup(cfg, spec)
-    except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    kinds = measure(side.timer(info), side.kinds, spec.world_size, args.max_bytes)
-    hosts = collectives.gather_texts(
-        spec.node,
-        rank=spec.rank,
-        world_size=spec.world_size,
-        all_reduce_sum=lambda values: side.all_reduce_sum(values, info),
-    )
-    if spec.is_chief:
-        profile = LinkProfile(
-            time=provenance.utc_now(),
-            framework=side.framework,
-            transport=side.transport(info, cfg),
-            device_type=info.device_type,
-            world_size=spec.world_size,
-            hosts=hosts,
-            launcher=spec.launcher,
-            launch_id=spec.launch_id,
-            kinds=kinds,
-            not_measured=side.not_measured,
-        )
-        print(f"link profile: {write(profile, args.out)}")
-    side.leave(info, cfg.dist.timeout_s)
-    return 0
 
 
 def writable(path: Path) -> None:

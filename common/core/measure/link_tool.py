@@ -1,0 +1,115 @@
+"""The link tool's driver, shared by `torch_impl.links` and `tf_impl.links`: join the peers as
+training does, time each collective at every size (`measure`), fit each, and the chief writes
+the link profile (`common.core.measure.links`)."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from common.core.config import config_io
+from common.core.measure import collectives
+from common.core.measure.links import SIZES, KindFit, LinkProfile, Point, fit, writable, write
+from common.core.measure.traffic import wire_bytes
+from common.core.records import provenance
+from common.launch import environment
+from common.launch.cluster import ClusterSpec
+
+
+def repeats(size: int) -> int:
+    """Calls timed at `size`, the same on every rank (they must issue the same collectives):
+    many small ones, where a call is microseconds, few large ones."""
+    return 20 if size <= 262_144 else 10 if size <= 2_097_152 else 5 if size <= 16_777_216 else 3
+
+
+def measure(
+    timer: Callable[[str, int, int], float], kinds: tuple[str, ...], ranks: int, max_bytes: int
+) -> dict[str, KindFit]:
+    """Time every kind at every size up to `max_bytes` with `timer(kind, payload, calls)` (the
+    mean seconds of one call over `calls`), after one call to warm up, and fit each. Every
+    rank calls it alike."""
+    sizes = [size for size in SIZES if size <= max_bytes]
+    found = {}
+    for kind in kinds:
+        points = []
+        for size in sizes:
+            timer(kind, size, 1)  # warm-up: buffers, connections, compiled functions
+            seconds = statistics.median(timer(kind, size, repeats(size)) for _ in range(3))
+            wire = wire_bytes(kind, size, ranks)
+            points.append(Point(payload_bytes=size, wire_bytes=wire, seconds=seconds))
+        alpha, beta = fit(points)
+        found[kind] = KindFit(alpha_s=alpha, beta_s_per_byte=beta, points=points)
+    return found
+
+
+@dataclass(frozen=True, kw_only=True)
+class Side:
+    """What one framework's link tool hands `main`: its collectives and how it starts."""
+
+    framework: str
+    kinds: tuple[str, ...]
+    setup: Callable[[Any, ClusterSpec], Any]
+    """(config, spec) -> the framework's DistInfo, joined with its peers."""
+    timer: Callable[[Any], Callable[[str, int, int], float]]
+    """DistInfo -> timer(kind, payload bytes, calls) -> mean seconds of one call."""
+    transport: Callable[[Any, Any], str]
+    """(DistInfo, config) -> gloo, nccl, ring..."""
+    all_reduce_sum: Callable[[np.ndarray, Any], np.ndarray]
+    leave: Callable[[Any, float], None]
+    not_measured: dict[str, str] = field(default_factory=dict)
+
+
+def main(side: Side, prog: str, description: str | None, argv: list[str] | None) -> int:
+    """One rank of a link tool (`torch_impl.links`, `tf_impl.links`): join the peers as training
+    does, time, fit, and the chief writes the profile. Exit 2 for a launch that cannot work."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--out", required=True, help="the profile's JSON file (the chief's)")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
+    parser.add_argument("--max-bytes", type=int, default=SIZES[-1])
+    args = parser.parse_args(argv)
+    try:
+        if args.max_bytes < SIZES[1]:
+            raise ValueError(
+                f"--max-bytes {args.max_bytes}: a fit takes two sizes at least, and the "
+                f"smallest are {SIZES[0]} and {SIZES[1]} bytes; give {SIZES[1]} or more"
+            )
+        spec = environment.from_environment()
+        if spec.world_size < 2:
+            raise ValueError("a link takes 2 ranks or more: start this under a launcher")
+        if spec.is_chief:  # before minutes of measuring: the profile must have a place
+            writable(Path(args.out))
+        cfg = config_io.load_config(None, [f"dist.device={args.device}"])
+        info = side.setup(cfg, spec)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    kinds = measure(side.timer(info), side.kinds, spec.world_size, args.max_bytes)
+    hosts = collectives.gather_texts(
+        spec.node,
+        rank=spec.rank,
+        world_size=spec.world_size,
+        all_reduce_sum=lambda values: side.all_reduce_sum(values, info),
+    )
+    if spec.is_chief:
+        profile = LinkProfile(
+            time=provenance.utc_now(),
+            framework=side.framework,
+            transport=side.transport(info, cfg),
+            device_type=info.device_type,
+            world_size=spec.world_size,
+            hosts=hosts,
+            launcher=spec.launcher,
+            launch_id=spec.launch_id,
+            kinds=kinds,
+            not_measured=side.not_measured,
+        )
+        print(f"link profile: {write(profile, args.out)}")
+    side.leave(info, cfg.dist.timeout_s)
+    return 0
