@@ -63,8 +63,9 @@ def where() -> str:
     """What the model takes the cluster to be."""
     gpu = comm_analysis.get_gpu_type().name.lower()
     seen = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    per_node = f"{seen} GPUs a node (seen)" if seen else "8 GPUs a node (none seen here)"
-    return f"{gpu} GPUs{'' if seen else ' (none seen here)'}, {per_node}"
+    if seen:
+        return f"{gpu} GPUs, {seen} a node (the ones seen here)"
+    return f"{gpu} GPUs, 8 a node (assumed: no GPU seen here)"
 
 
 def profile(worlds: list[int]) -> links.LinkProfile:
