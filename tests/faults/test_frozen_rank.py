@@ -43,7 +43,8 @@ class Frozen:
 
 @pytest.mark.parametrize("module", ["torch_impl.train", "tf_impl.train"])
 def test_a_rank_frozen_in_the_kernel_is_named_and_not_waited_for(module, tmp_path):
-    launcher, run_dir = launched_mid_training(module, tmp_path)
+    # grace 1 s: the chief has left after its collective's timeout, the frozen rank cannot act
+    launcher, run_dir = launched_mid_training(module, tmp_path, grace=1)
     victim = rank_pid(launcher, 1)
     frozen = Frozen(victim, f"suite-test-{os.getpid()}-{module}")
     try:

@@ -48,9 +48,11 @@ def rank_pid(launcher: subprocess.Popen, rank: int) -> int:
     raise AssertionError(f"rank {rank} is not a child of the launcher")
 
 
-def launched_mid_training(module: str, root: Path, *extra: str) -> tuple[subprocess.Popen, Path]:
+def launched_mid_training(
+    module: str, root: Path, *extra: str, grace: float | None = None
+) -> tuple[subprocess.Popen, Path]:
     """2 ranks under common.launch on a whole MNIST epoch (`extra` settings after it), once 20
-    step records are written."""
+    step records are written. `grace`: the launcher's --grace (its default when None)."""
     settings = [
         *SMALL,
         "data.train_limit=60000",
@@ -62,6 +64,8 @@ def launched_mid_training(module: str, root: Path, *extra: str) -> tuple[subproc
         *extra,
     ]
     command = train_command(module, 2, settings, [])
+    if grace is not None:
+        command.insert(command.index("--nproc"), f"--grace={grace:g}")
     launcher = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     metrics_file = root / "hit" / "metrics.jsonl"
     deadline = time.monotonic() + 120
@@ -88,7 +92,9 @@ def test_a_killed_chief_gets_a_run_end_naming_its_signal(module, tmp_path):
 
 @pytest.mark.parametrize("module", MODULES)
 def test_a_stopped_rank_is_named_and_the_chief_only_noticed_it(module, tmp_path):
-    launcher, run_dir = launched_mid_training(module, tmp_path)
+    # grace 1 s, not 5: the chief has left after its collective's timeout and the stopped rank
+    # cannot act, so the launcher's grace periods (before SIGTERM, before SIGKILL) wait for nobody
+    launcher, run_dir = launched_mid_training(module, tmp_path, grace=1)
     victim = rank_pid(launcher, 1)
     os.kill(victim, signal.SIGSTOP)
     try:
