@@ -3,6 +3,10 @@ them) and write a link profile (`common.core.measure.links`). One rank of any la
 
     python -m common.launch --nproc 2 -- python -m torch_impl.links --out results/links.json
     srun python -m torch_impl.links --out results/links.json
+
+`--groups 2,4` also times groups of the first 2 and 4 ranks (torch process groups of their own),
+so that the profile holds a fit at each size and the latency's growth with the group is
+measured, not assumed.
 """
 
 from __future__ import annotations
@@ -17,11 +21,15 @@ from torch_impl import dist
 from torch_impl.parallel import resolve_strategy
 
 
-def timer(info: dist.DistInfo):
-    """timer(kind, payload bytes, repeats) -> mean seconds of one float32 call over the ranks."""
+def timer(info: dist.DistInfo, size: int | None = None):
+    """timer(kind, payload bytes, repeats) -> mean seconds of one float32 call over the ranks,
+    or over the first `size` of them (a group of their own: every rank makes it, and the others
+    only keep to the barriers, returning 0)."""
+    world = size or info.world_size
+    group = torch_dist.new_group(ranks=list(range(size))) if size else None
+    member = info.rank < world
 
     def seconds(kind: str, payload: int, repeats: int) -> float:
-        world = info.world_size
         count = max(2, payload // 4)
         if kind == "reduce_scatter":
             count = -(-count // world) * world
@@ -32,12 +40,14 @@ def timer(info: dist.DistInfo):
         gather = getattr(torch_dist, "all_gather_single", torch_dist.all_gather_into_tensor)
         scatter = getattr(torch_dist, "reduce_scatter_single", torch_dist.reduce_scatter_tensor)
         calls = {
-            "all_reduce": lambda: torch_dist.all_reduce(given),
-            "all_gather": lambda: gather(gathered, given),
-            "reduce_scatter": lambda: scatter(scattered, given),
+            "all_reduce": lambda: torch_dist.all_reduce(given, group=group),
+            "all_gather": lambda: gather(gathered, given, group=group),
+            "reduce_scatter": lambda: scatter(scattered, given, group=group),
         }
         dist.synchronize(info)
         torch_dist.barrier()
+        if not member:
+            return 0.0
         start = time.perf_counter()
         for _ in range(repeats):
             calls[kind]()
@@ -56,6 +66,7 @@ SIDE = link_tool.Side(
     kinds=links.KIND_NAMES,
     setup=_setup,
     timer=timer,
+    group_timer=timer,
     transport=lambda info, cfg: str(info.backend),
     all_reduce_sum=dist.all_reduce_sum,
     leave=dist.leave_together,

@@ -159,6 +159,22 @@ def test_a_group_measured_on_its_own_is_priced_by_its_own_fit():
     assert both.seconds("all_reduce", 1, 0.0, 8) != profile().seconds("all_reduce", 1, 0.0, 8)
 
 
+def test_a_size_not_measured_takes_the_latency_per_step_of_the_largest_size_below_it():
+    """Measured at 2 ranks (0.5 ms a step) and at 8 (3 ms over gloo's 14 steps): 64 ranks take
+    8's figures (126 steps of 3/14 ms, 2 ns a byte), 4 ranks take 2's, and the per-step
+    latencies are shown as measured."""
+    fit8 = links.KindFit(
+        alpha_s=3e-3,
+        beta_s_per_byte=2e-9,
+        points=[links.Point(payload_bytes=8, wire_bytes=14, seconds=3e-3)] * 2,
+    )
+    both = profile().model_copy(update={"groups": {8: {"all_reduce": fit8}}})
+    assert both.seconds("all_reduce", 1, 1e6, 64) == pytest.approx(126 * 3e-3 / 14 + 2e-3)
+    assert both.seconds("all_reduce", 1, 0.0, 4) == pytest.approx(6 * 0.5e-3)
+    per_step = both.alpha_per_step()["all_reduce"]
+    assert per_step == pytest.approx({2: 0.5e-3, 8: 3e-3 / 14})
+
+
 def test_no_rank_is_projected_without_a_sample_under_strong_scaling():
     """Global batch 64: 64 workers keep one sample each, 512 would keep an eighth."""
     rows, caveats = projection_model.project(ddp_run(), profile(), [8, 64, 512])

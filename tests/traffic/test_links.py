@@ -9,6 +9,7 @@ import jsonschema
 import pytest
 
 from common.core.measure import links
+from common.core.measure.traffic import wire_bytes
 from tests.launching import train_command
 
 SCHEMA = Path(__file__).resolve().parents[2] / "docs" / "link_profile.schema.json"
@@ -56,20 +57,54 @@ def test_each_framework_measures_its_own_collectives_into_a_profile(module, tmp_
         assert all(point.seconds > 0 for point in fit.points)
 
 
-@pytest.mark.parametrize("case", ["max-bytes", "out-under-a-file"])
+def test_groups_of_the_first_ranks_are_measured_into_the_profile(tmp_path):
+    """4 ranks, --groups 2: a fit of every kind over ranks 0-1 beside the launch's own, and the
+    latency per step printed at both sizes."""
+    out = tmp_path / "links.json"
+    extra = ["--out", str(out), "--max-bytes", "4096", "--groups", "2"]
+    done = subprocess.run(
+        train_command("torch_impl.links", 4, [], extra), capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    jsonschema.validate(json.loads(out.read_text()), json.loads(SCHEMA.read_text()))
+    profile = links.read(out)
+    assert profile.world_size == 4 and list(profile.groups) == [2]
+    assert set(profile.groups[2]) == set(profile.kinds) == set(links.KIND_NAMES)
+    for kind, fit in profile.groups[2].items():
+        assert len(fit.points) == 4 and all(point.seconds > 0 for point in fit.points)
+        assert fit.points[-1].wire_bytes == wire_bytes(kind, 4096, 2)  # the group's, not 4's
+    per_step = [line for line in done.stdout.splitlines() if "alpha a latency step" in line]
+    assert len(per_step) == 3 and all("at 2 ranks" in x and "at 4 ranks" in x for x in per_step)
+
+
+CASES = {  # case: (module, options), each refused before any measurement
+    "max-bytes": ("torch_impl.links", ["--max-bytes", "0"]),
+    "out-under-a-file": ("torch_impl.links", []),
+    "group-of-the-world": ("torch_impl.links", ["--groups", "2"]),
+    "groups-on-tf": ("tf_impl.links", ["--groups", "2"]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
 def test_the_link_tool_refuses_what_cannot_work_before_it_measures(case, tmp_path):
     """--max-bytes below two sizes wrote a profile that was accepted; --out under a file failed
-    with a traceback after the whole measurement. Both are refused first, exit 2, one line."""
+    with a traceback after the whole measurement. Both are refused first, exit 2, one line; so
+    are a group as large as the launch, and groups where the framework has none."""
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
-    out = tmp_path / "links.json" if case == "max-bytes" else blocker / "links.json"
-    extra = ["--max-bytes", "0"] if case == "max-bytes" else []
-    command = train_command("torch_impl.links", 2, [], ["--out", str(out), *extra])
+    out = blocker / "links.json" if case == "out-under-a-file" else tmp_path / "links.json"
+    module, extra = CASES[case]
+    command = train_command(module, 2, [], ["--out", str(out), *extra])
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stdout + done.stderr
     output = done.stdout + done.stderr  # the launcher passes each rank's lines on
     errors = [line for line in output.splitlines() if "error:" in line]
     assert errors and "Traceback" not in output, output
-    said = "--max-bytes 0" if case == "max-bytes" else f"--out {out}"
+    said = {
+        "max-bytes": "--max-bytes 0",
+        "out-under-a-file": f"--out {out}",
+        "group-of-the-world": "--groups 2: a group has 2 ranks or more and fewer than the",
+        "groups-on-tf": "--groups 2: tf's collectives run over every worker only",
+    }[case]
     assert said in errors[0], errors
     assert not out.exists()

@@ -59,11 +59,52 @@ class Side:
     """(config, spec) -> the framework's DistInfo, joined with its peers."""
     timer: Callable[[Any], Callable[[str, int, int], float]]
     """DistInfo -> timer(kind, payload bytes, calls) -> mean seconds of one call."""
+    group_timer: Callable[[Any, int], Callable[[str, int, int], float]] | None = None
+    """(DistInfo, size) -> the timer of a group of the first `size` ranks, made by every rank
+    (the others keep to its barriers); None where the framework has no such groups."""
     transport: Callable[[Any, Any], str]
     """(DistInfo, config) -> gloo, nccl, ring..."""
     all_reduce_sum: Callable[[np.ndarray, Any], np.ndarray]
     leave: Callable[[Any, float], None]
     not_measured: dict[str, str] = field(default_factory=dict)
+
+
+def group_sizes(text: str, world_size: int, side: Side) -> list[int]:
+    """The sizes `--groups` names, each from 2 to below the world (the whole world is always
+    timed); ValueError naming the problem and the fix."""
+    if not text.strip():
+        return []
+    try:
+        sizes = sorted({int(part) for part in text.split(",")})
+    except ValueError:
+        raise ValueError(f"--groups {text!r}: give sizes as whole numbers, e.g. 2,4") from None
+    if side.group_timer is None:
+        raise ValueError(
+            f"--groups {text}: {side.framework}'s collectives run over every worker only "
+            "(MultiWorkerMirroredStrategy has no sub-groups); time each size as a launch of "
+            "its own"
+        )
+    wrong = [size for size in sizes if not 2 <= size < world_size]
+    if wrong:
+        raise ValueError(
+            f"--groups {text}: a group has 2 ranks or more and fewer than the launch's "
+            f"{world_size} (the whole launch is always timed), not {wrong[0]}"
+        )
+    return sizes
+
+
+def latency_lines(profile: LinkProfile) -> list[str]:
+    """Where a profile holds several group sizes, each kind's latency per step of its algorithm
+    at each: the figure the projection carries to other sizes, shown so that its constancy is
+    seen, not assumed."""
+    found = profile.alpha_per_step()
+    if not any(len(by_size) > 1 for by_size in found.values()):
+        return []
+    return [
+        f"  {kind:<15} alpha a latency step: "
+        + ", ".join(f"{seconds * 1e6:,.1f} us at {size} ranks" for size, seconds in by_size.items())
+        for kind, by_size in found.items()
+    ]
 
 
 def main(side: Side, prog: str, description: str | None, argv: list[str] | None) -> int:
@@ -73,6 +114,12 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
     parser.add_argument("--out", required=True, help="the profile's JSON file (the chief's)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
     parser.add_argument("--max-bytes", type=int, default=SIZES[-1])
+    parser.add_argument(
+        "--groups",
+        default="",
+        help="comma-separated sizes of groups of the first ranks to time as well, e.g. 2,4: "
+        "the profile then holds a fit at each size",
+    )
     args = parser.parse_args(argv)
     try:
         if args.max_bytes < SIZES[1]:
@@ -83,6 +130,7 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
         spec = environment.from_environment()
         if spec.world_size < 2:
             raise ValueError("a link takes 2 ranks or more: start this under a launcher")
+        groups = group_sizes(args.groups, spec.world_size, side)
         if spec.is_chief:  # before minutes of measuring: the profile must have a place
             writable(Path(args.out))
         cfg = config_io.load_config(None, [f"dist.device={args.device}"])
@@ -91,6 +139,10 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
         print(f"error: {error}", file=sys.stderr)
         return 2
     kinds = measure(side.timer(info), side.kinds, spec.world_size, args.max_bytes)
+    by_group = {}
+    for size in groups:
+        assert side.group_timer is not None  # group_sizes refused the groups otherwise
+        by_group[size] = measure(side.group_timer(info, size), side.kinds, size, args.max_bytes)
     hosts = collectives.gather_texts(
         spec.node,
         rank=spec.rank,
@@ -109,7 +161,10 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
             launch_id=spec.launch_id,
             kinds=kinds,
             not_measured=side.not_measured,
+            groups=by_group,
         )
         print(f"link profile: {write(profile, args.out)}")
+        for line in latency_lines(profile):
+            print(line)
     side.leave(info, cfg.dist.timeout_s)
     return 0

@@ -97,26 +97,44 @@ class LinkProfile(BaseModel):
     """Fits at other group sizes than world_size, by group size: a call over one of them is
     priced by its own fit, not scaled from world_size's."""
 
+    def measured(self) -> dict[int, dict[str, KindFit]]:
+        """Every fit by the group size it was measured over: the launch's, and `groups`'."""
+        return dict(sorted({**self.groups, self.world_size: self.kinds}.items()))
+
+    def alpha_per_step(self) -> dict[str, dict[int, float]]:
+        """Each kind's latency per step of its algorithm (`latency_steps`) at every size
+        measured: alpha over the steps. Where the model holds, it is one figure at every size."""
+        found: dict[str, dict[int, float]] = {}
+        for size, fits in self.measured().items():
+            for kind, own in fits.items():
+                steps = max(1, latency_steps(kind, self.transport, size))
+                found.setdefault(kind, {})[size] = own.alpha_s / steps
+        return found
+
     def seconds(self, kind: str, calls: float, wire: float, group: int) -> float | None:
         """Seconds the model gives `calls` collectives of `kind` over `group` ranks sending
         `wire` bytes: each call pays the link's latency once per step of its algorithm
-        (`latency_steps`), and every wire byte beta. The fit's alpha holds the steps of the
-        group it was measured on; per step it is alpha over their number. A group with a fit
-        of its own (`groups`) is priced by it as it is."""
-        own = self.groups.get(group, {}).get(kind)
-        if own is None and group == self.world_size:
-            own = self.kinds.get(kind)
+        (`latency_steps`), and every wire byte beta. A group measured on its own (the launch,
+        or one of `groups`) is priced by its own fit as it is. Any other takes the latency per
+        step and beta of the largest size measured below it (else the smallest above): the
+        fit's alpha holds the steps of the group it was measured on, so per step it is alpha
+        over their number."""
+        own = self.measured().get(group, {}).get(kind)
         if own is not None and self.source != "measured":  # a model's own curve, not a line
             return calls * own.interpolated(wire / calls) if calls else 0.0
         if own is not None:
             return calls * own.alpha_s + wire * own.beta_s_per_byte
-        fit = self.kinds.get(kind) or self.kinds.get("all_reduce")
-        if fit is None:
-            return None
-        measured = latency_steps(kind, self.transport, self.world_size)
-        per_step = fit.alpha_s / max(1, measured)
+        sizes = [size for size, fits in self.measured().items() if kind in fits]
+        if not sizes:  # a kind not measured (MWMS has no reduce_scatter): the all_reduce's
+            kind_fit, size = self.kinds.get("all_reduce"), self.world_size
+            if kind_fit is None:
+                return None
+        else:
+            size = max([s for s in sizes if s < group], default=min(sizes))
+            kind_fit = self.measured()[size][kind]
+        per_step = kind_fit.alpha_s / max(1, latency_steps(kind, self.transport, size))
         steps = latency_steps(kind, self.transport, group)
-        return calls * steps * per_step + wire * fit.beta_s_per_byte
+        return calls * steps * per_step + wire * kind_fit.beta_s_per_byte
 
 
 def ring_steps(kind: str, ranks: int) -> int:
