@@ -139,10 +139,11 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
         print(f"error: {error}", file=sys.stderr)
         return 2
     kinds = measure(side.timer(info), side.kinds, spec.world_size, args.max_bytes)
-    by_group = {}
-    for size in groups:
-        assert side.group_timer is not None  # group_sizes refused the groups otherwise
-        by_group[size] = measure(side.group_timer(info, size), side.kinds, size, args.max_bytes)
+    by_group: dict[int, dict[str, KindFit]] = {}
+    group_timer = side.group_timer
+    if group_timer is not None:  # None: group_sizes refused any --groups
+        for size in groups:
+            by_group[size] = measure(group_timer(info, size), side.kinds, size, args.max_bytes)
     hosts = collectives.gather_texts(
         spec.node,
         rank=spec.rank,
