@@ -53,7 +53,8 @@ class KindFit(BaseModel):
         """Seconds of one call sending `wire` bytes, read off the points: straight between the
         two around it, on log scales (`log`: a model's points, every power of 2, which a single
         alpha and beta cannot follow where it changes protocol) or linear ones (a measurement's,
-        a factor 8 apart); outside them, the end point's time plus or less beta a byte."""
+        a factor 8 apart); past the largest, its time plus beta a byte; below the smallest, its
+        time (log) or its time less beta a byte (linear)."""
         known = sorted({p.wire_bytes: p.seconds for p in self.points if p.wire_bytes > 0}.items())
         if len(known) < 2:
             return self.alpha_s + wire * self.beta_s_per_byte
@@ -125,18 +126,19 @@ class LinkProfile(BaseModel):
         latency per step and beta of the largest size measured below it (else the smallest
         above): the fit's alpha holds the steps of the group it was measured on, so per step
         it is alpha over their number."""
-        own = self.measured().get(group, {}).get(kind)
+        measured = self.measured()
+        own = measured.get(group, {}).get(kind)
         if own is not None:  # read off its points: the fit's line misses where the time bends
             log = self.source != "measured"  # a model's curve, every power of 2
             return calls * own.interpolated(wire / calls, log=log) if calls else 0.0
-        sizes = [size for size, fits in self.measured().items() if kind in fits]
+        sizes = [size for size, fits in measured.items() if kind in fits]
         if not sizes:  # a kind not measured (MWMS has no reduce_scatter): the all_reduce's
             kind_fit, size = self.kinds.get("all_reduce"), self.world_size
             if kind_fit is None:
                 return None
         else:
             size = max([s for s in sizes if s < group], default=min(sizes))
-            kind_fit = self.measured()[size][kind]
+            kind_fit = measured[size][kind]
         per_step = kind_fit.alpha_s / max(1, latency_steps(kind, self.transport, size))
         steps = latency_steps(kind, self.transport, group)
         return calls * steps * per_step + wire * kind_fit.beta_s_per_byte
