@@ -17,7 +17,7 @@ import pytest
 from tests.launching import SMALL, train_command, two_ranks_mid_training
 
 MODULES = ["torch_impl.train", "tf_impl.train"]
-TIMEOUT_S = 20  # dist.timeout_s: how long a rank waits in a collective for a stopped peer
+TIMEOUT_S = 12  # dist.timeout_s: a stopped peer is waited for; above liveness.SILENT_AFTER_S (10 s)
 
 
 def records(run_dir: Path) -> list[dict]:

@@ -30,7 +30,9 @@ def test_an_overflow_on_one_worker_is_skipped_by_every_worker(run_tf):
 
 
 def test_the_loss_scale_survives_a_resume(run_tf):
-    settings = [*FP16, "train.epochs=3", "output.save_model=true"]
+    # 10 steps an epoch, not 32: fp16 is emulated on the CPU (40 s for the three launches)
+    settings = [*FP16, "train.epochs=3", "data.train_limit=640", "data.test_limit=250"]
+    settings += ["train.eval_batch_size=250", "output.save_model=true"]
     _, whole = run_tf("whole", 0, *settings, env={FORCE_OVERFLOW_VARIABLE: "0:3"})
     _, parts = run_tf(
         "parts",
