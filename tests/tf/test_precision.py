@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from common.core.measure.precision import FORCE_OVERFLOW_VARIABLE, LOSS_SCALE_INIT
+from tests.launching import runner
 from tests.records import read_metrics
 
 FP16 = ["tf.mixed_precision=fp16", "dist.timeout_s=20"]
@@ -59,19 +60,36 @@ def test_bf16_trains_on_the_cpu(run_tf):
     assert numerics["how"] == "Keras policy mixed_bfloat16"
 
 
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory):
+    """One worker for one epoch with every other setting at its default (TF32 off, the CPU
+    kernels the suite picks): read by the TF32 and the kernel tests."""
+    run = runner("tf_impl.train", tmp_path_factory.mktemp("default"))
+    return run("default", 0, "train.epochs=1")[1]
+
+
 @pytest.mark.parametrize("enabled", [False, True])
-def test_tf32_is_set_and_recorded(run_tf, enabled):
-    _, run_dir = run_tf("tf32", 0, f"dist.tf32={str(enabled).lower()}", "train.epochs=1")
+def test_tf32_is_set_and_recorded(run_tf, default_run, enabled):
+    if enabled:
+        _, run_dir = run_tf("tf32", 0, "dist.tf32=true", "train.epochs=1")
+    else:  # dist.tf32=false is the default
+        run_dir = default_run
     numerics = records(run_dir, "run_start")[0]["numerics"]
     assert numerics["tf32"] is enabled and numerics["tf32_effective"] is False  # no GPU here
     assert numerics["tf32_settings"] == {"tensor_float_32_execution": enabled}
 
 
 @pytest.mark.parametrize(("switch", "kernels"), [(None, "oneDNN"), ("0", "Eigen")])
-def test_the_cpu_kernels_are_onednn_unless_the_user_says_no_and_recorded(run_tf, switch, kernels):
+def test_the_cpu_kernels_are_onednn_unless_the_user_says_no_and_recorded(
+    run_tf, default_run, switch, kernels
+):
     """The pip build leaves oneDNN off on processors without AVX-512 (Eigen's convolutions
     trained the CNN 1.08x slower on a Zen 3 host); the suite turns it on, and a user's
     TF_ENABLE_ONEDNN_OPTS=0 still wins."""
-    env = {} if switch is None else {"TF_ENABLE_ONEDNN_OPTS": switch}
-    _, run_dir = run_tf(f"kernels-{kernels}", 0, "train.epochs=1", env=env)
+    if switch is None:
+        run_dir = default_run
+    else:
+        _, run_dir = run_tf(
+            f"kernels-{kernels}", 0, "train.epochs=1", env={"TF_ENABLE_ONEDNN_OPTS": switch}
+        )
     assert records(run_dir, "run_start")[0]["numerics"]["cpu_kernels"] == kernels
