@@ -6,7 +6,9 @@ them) and write a link profile (`common.core.measure.links`). One rank of any la
 
 `--groups 2,4` also times groups of the first 2 and 4 ranks (torch process groups of their own),
 so that the profile holds a fit at each size and the latency's growth with the group is
-measured, not assumed.
+measured, not assumed. `--tiers`, on several nodes of several ranks each, also times every
+node's ranks together (all nodes at once) and one rank of each node together (all such groups
+at once): the links within a node and across nodes, as hsdp uses them.
 """
 
 from __future__ import annotations
@@ -25,9 +27,20 @@ def timer(info: dist.DistInfo, size: int | None = None):
     """timer(kind, payload bytes, repeats) -> mean seconds of one float32 call over the ranks,
     or over the first `size` of them (a group of their own: every rank makes it, and the others
     only keep to the barriers, returning 0)."""
-    world = size or info.world_size
-    group = torch_dist.new_group(ranks=list(range(size))) if size else None
-    member = info.rank < world
+    return partition_timer(info, [list(range(size))] if size else None)
+
+
+def partition_timer(info: dist.DistInfo, partition: list[list[int]] | None):
+    """The timer of groups of ranks (None: the whole launch) that run at once, each rank over
+    its own group; every rank makes every group, in one order, as torch requires, and a rank
+    in none only keeps to the barriers, returning 0. Each rank times its own group."""
+    group, world = None, info.world_size
+    if partition is not None:
+        made = [torch_dist.new_group(ranks=ranks) for ranks in partition]
+        mine = [index for index, ranks in enumerate(partition) if info.rank in ranks]
+        group = made[mine[0]] if mine else None
+        world = len(partition[mine[0]]) if mine else 1
+    member = partition is None or group is not None
 
     def seconds(kind: str, payload: int, repeats: int) -> float:
         count = max(2, payload // 4)
@@ -67,6 +80,7 @@ SIDE = link_tool.Side(
     setup=_setup,
     timer=timer,
     group_timer=timer,
+    partition_timer=partition_timer,
     transport=lambda info, cfg: str(info.backend),
     all_reduce_sum=dist.all_reduce_sum,
     leave=dist.leave_together,

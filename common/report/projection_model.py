@@ -19,7 +19,9 @@
                    all-gather's shard shrinks with the shard group and the ring's wire bytes
                    follow the group's size (`common.core.measure.traffic.wire_bytes`); the
                    steps are the ring's 2(n-1) for an all-reduce and n-1 for the others (gloo,
-                   TensorFlow's RING), or NCCL's fewer of ring and tree (2 ceil(log2 n))
+                   TensorFlow's RING), or NCCL's fewer of ring and tree (2 ceil(log2 n));
+                   a hybrid strategy's (hsdp) shard collectives on the profile's intra_node
+                   tier and its replicas' all-reduce on its inter_node tier, where measured
 
 Under strong scaling a world larger than the global batch is not projected (a rank would hold
 no sample); the caveat names the largest that keeps one per rank, and `scaling="weak"` keeps
@@ -34,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from common.core.config import config_io, strategies
-from common.core.measure.links import LinkProfile
+from common.core.measure.links import KindFit, LinkProfile
 from common.core.measure.traffic import wire_bytes
 from common.report.runs import RecordedRun
 
@@ -101,18 +103,26 @@ def communication_s(run: RecordedRun, profile: LinkProfile, world: int) -> float
         return None
     _, shard_now = _dims(run, run.start.world_size)
     replicas, shard = _dims(run, world)
+    hybrid = shard > 1 and replicas > 1  # shards within a node, replicas across nodes
+    within = (profile.tier("intra_node") if hybrid else None) or profile
+    across = (profile.tier("inter_node") if hybrid else None) or profile
     total = 0.0
     for entry in (entry for entry in traffic if entry.phase == "train"):
         payload = entry.payload_bytes / entry.calls if entry.calls else 0.0
         if entry.kind == "all_gather":
             payload *= shard_now / shard  # each rank's shard of a unit
-        group = {"all_gather": shard, "reduce_scatter": shard}.get(
-            entry.kind, replicas if shard > 1 and replicas > 1 else world
-        )
+        sharded = entry.kind in ("all_gather", "reduce_scatter")
+        group = shard if sharded else replicas if hybrid else world
         wire = entry.calls * wire_bytes(entry.kind, payload, group)
-        cost = profile.seconds(entry.kind, entry.calls, wire, group)
+        cost = (within if sharded else across).seconds(entry.kind, entry.calls, wire, group)
         total += cost or 0.0
     return total
+
+
+def one_tier(run: RecordedRun, profile: LinkProfile) -> bool:
+    """True for a run whose groups keep to tiers (hsdp) priced by a profile without them."""
+    replicas, shard = _dims(run, run.start.world_size)
+    return shard > 1 and replicas > 1 and not profile.tiers
 
 
 def project(
@@ -142,6 +152,12 @@ def project(
             f"{label}: no step split recorded (TensorFlow, a GPU run or older records): its "
             "step less its communication is taken as compute that shrinks with the per-rank "
             "batch, so any fixed overhead is projected to shrink too"
+        )
+    if one_tier(run, profile):
+        caveats.append(
+            f"{label}: its shard groups' collectives (within a node) and its replicas' (across "
+            "nodes) are priced alike, on the launch's links: measure the profile with --tiers "
+            "on several nodes of several ranks each (torch_impl.links)"
         )
     ran_weak = start.config.get("train", {}).get("batch_mode") == "per_rank"
     weak = ran_weak if scaling is None else scaling == "weak"
@@ -226,7 +242,11 @@ def crossover(
 
 
 def _latency_only(profile: LinkProfile) -> LinkProfile:
-    kinds = {
-        kind: fit.model_copy(update={"beta_s_per_byte": 0.0}) for kind, fit in profile.kinds.items()
+    def fixed(fits: dict[str, KindFit]) -> dict[str, KindFit]:
+        return {kind: fit.model_copy(update={"beta_s_per_byte": 0.0}) for kind, fit in fits.items()}
+
+    tiers = {
+        name: tier.model_copy(update={"kinds": fixed(tier.kinds)})
+        for name, tier in profile.tiers.items()
     }
-    return profile.model_copy(update={"kinds": kinds})
+    return profile.model_copy(update={"kinds": fixed(profile.kinds), "tiers": tiers})

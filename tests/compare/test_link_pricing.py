@@ -1,10 +1,16 @@
 """How a link profile prices one collective: by the fit of a group it measured, read off its
-points; at other sizes, by the latency per step of the largest size measured below."""
+points; at other sizes, by the latency per step of the largest size measured below; hsdp's
+shard groups on the tier within a node and its replicas on the tier across nodes."""
 
 import pytest
 
+from common.core.config.config_io import load_config
 from common.core.measure import links
+from common.core.records.entries import TrafficEntry
+from common.report import projection_model
+from common.report.runs import RecordedRun
 from tests.compare.test_projection import profile
+from tests.records import changed, epoch, start
 
 
 def test_a_group_measured_on_its_own_is_priced_by_its_own_fit():
@@ -54,3 +60,73 @@ def test_a_measured_group_is_priced_from_its_points_where_the_time_bends():
         2 * (196.57e-3 + (4 * 2**20 - 2_097_152) * 74.2e-9)
     )
     assert ring.seconds("all_reduce", 0, 0.0, 2) == 0.0
+
+
+def _fit(alpha_s: float, beta_s_per_byte: float) -> links.KindFit:
+    points = [
+        links.Point(payload_bytes=size, wire_bytes=size, seconds=alpha_s + size * beta_s_per_byte)
+        for size in (8, 1 << 20)
+    ]
+    return links.KindFit(alpha_s=alpha_s, beta_s_per_byte=beta_s_per_byte, points=points)
+
+
+def _hsdp_run() -> RecordedRun:
+    """hsdp on 2 nodes of 2 ranks (shard groups of 2 within a node, replicas of 2 across), a
+    step's collectives: 2 all-gathers of a 100 kB shard, a reduce-scatter of 400 kB and the
+    replicas' all-reduce of 200 kB."""
+    sent = [
+        TrafficEntry(
+            phase="train",
+            kind=kind,
+            calls=calls,
+            payload_bytes=payload,
+            wire_bytes=0,
+            expected_calls=calls,
+            expected_payload_bytes=payload,
+        )
+        for kind, calls, payload in (
+            ("all_gather", 2, 200_000),
+            ("reduce_scatter", 1, 400_000),
+            ("all_reduce", 1, 200_000),
+        )
+    ]
+    cfg = load_config(None, ["torch.strategy=hsdp", "torch.hsdp_shard_size=2"])
+    begun = changed(start(cfg=cfg), strategy="hsdp", world_size=4, hosts=["n1", "n1", "n2", "n2"])
+    epochs = [
+        changed(epoch(n, 0.9, 2.0 * n), samples_per_s=6400.0, traffic=sent) for n in (1, 2, 3)
+    ]
+    return RecordedRun("r/metrics.jsonl", [begun, *epochs])
+
+
+def test_hsdp_prices_its_shards_within_a_node_and_its_replicas_across_nodes():
+    """Tiers measured (--tiers): within a node 0.1 ms and 10 GB/s, across nodes 1 ms and 1 GB/s.
+    At its own 4 ranks: all-gathers 2 x (0.1 ms + 100 kB x 0.1 ns), reduce-scatter 0.1 ms +
+    200 kB of wire (half of 400 kB) x 0.1 ns, all-reduce 1 ms + 200 kB x 1 ns: 1.54 ms. At 8 ranks
+    (4 nodes of 2) the replicas' ring has 6 steps of 0.5 ms (1 ms over the 2 steps of 2 ranks) and
+    300 kB of wire: 3.64 ms. Without tiers the launch's one fit prices all of it (3.87 ms), and a
+    caveat says so."""
+    run = _hsdp_run()
+    flat = profile().model_copy(
+        update={"world_size": 4, "hosts": ["n1", "n1", "n2", "n2"], "kinds": {}}
+    )
+    kinds = {kind: _fit(2e-3, 2e-9) for kind in links.KIND_NAMES}
+    flat = flat.model_copy(update={"kinds": kinds})
+    tiers = {
+        "intra_node": links.Tier(
+            ranks=2, groups=2, kinds={kind: _fit(1e-4, 1e-10) for kind in links.KIND_NAMES}
+        ),
+        "inter_node": links.Tier(
+            ranks=2, groups=2, kinds={kind: _fit(1e-3, 1e-9) for kind in links.KIND_NAMES}
+        ),
+    }
+    tiered = flat.model_copy(update={"tiers": tiers})
+    assert projection_model.communication_s(run, tiered, 4) == pytest.approx(1.54e-3)
+    assert projection_model.communication_s(run, tiered, 8) == pytest.approx(3.64e-3)
+    # one tier: the launch's fit over 4 ranks (2 ms, 2 ns a byte) scaled to groups of 2 by its
+    # latency per step: all-gathers 2 x (2/3 ms + 200 us), reduce-scatter and all-reduce
+    # 2/3 ms + 400 us each
+    assert projection_model.communication_s(run, flat, 4) == pytest.approx(3.8667e-3, rel=1e-4)
+    _, said = projection_model.project(run, flat, [8])
+    assert any("measure the profile with --tiers" in line for line in said), said
+    _, said = projection_model.project(run, tiered, [8])
+    assert not any("--tiers" in line for line in said), said

@@ -14,9 +14,9 @@ tool. Two checks:
   unshaped) agrees within 25% with what the projection gives for the same step on each profile.
 
 Cases: ddp, fsdp2 (full_shard and shard_grad_op) and mwms on one rank per node, and hsdp on 2
-nodes of 2 ranks (shard groups within a node, so only the replicas' all-reduce crosses a veth).
-hsdp's time is not checked: its shard groups' collectives run inside a node, over loopback,
-which the link profile (measured across nodes) would price as if they crossed one. 2 nodes in
+nodes of 2 ranks (shard groups within a node, so only the replicas' all-reduce crosses a veth),
+its time priced by a profile of 2 tiers (`torch_impl.links --tiers` on the same layout: the
+shard groups' collectives on the links within a node, the replicas' across nodes). 2 nodes in
 make test; SUITE_SHAPED_NODES=2,4 adds 4 nodes (sharing this machine's cores), and
 SUITE_SHAPED_OUT=FOLDER keeps every figure in FOLDER/shaped.jsonl.
 """
@@ -110,14 +110,18 @@ def _run(framework, extra, results: Path, name: str, nodes: int, per_node: int =
     return run, seen
 
 
-def _profile(framework: str, results: Path, name: str, nodes: int) -> LinkProfile:
+def _profile(
+    framework: str, results: Path, name: str, nodes: int, per_node: int = 1, tiers: bool = False
+) -> LinkProfile:
     env = slurm_env(results)
     out = results / f"{name}.json"
     module = f"{framework}_impl.links"
     tool = f"srun {sys.executable} -m {module} --out {out} --max-bytes {MAX_BYTES[framework]}"
+    tool += " --tiers" if tiers else ""
     command = [
         f"--nodes={nodes}",
-        "--ntasks-per-node=1",
+        f"--ntasks-per-node={per_node}",
+        "--cpus-per-task=1",
         f"--output={results}/{name}.out",
         "--wrap",
         tool,
@@ -190,6 +194,10 @@ def measured(cluster, tmp_path_factory):
             if cluster == 2:  # shard within a node (2 ranks), replicate across the nodes
                 hsdp = ["--set", "torch.strategy=hsdp", "--set", "torch.hsdp_shard_size=2"]
                 found["runs"]["hsdp", link] = _run("torch", hsdp, results, f"hsdp-{link}", 2, 2)
+                label = f"links-torch-tiers-{link}"  # within a node and across, as hsdp's
+                found["profiles"]["torch-tiers", link] = _profile(
+                    "torch", results, label, 2, per_node=2, tiers=True
+                )
         finally:
             testcluster_links.shape(names, "off")
     return found
@@ -236,3 +244,26 @@ def test_the_step_time_shaping_adds_agrees_with_the_projection(cluster, measured
     )
     _keep(cluster, "time", case, {"added_s": added, "projected_s": projected})
     assert added == pytest.approx(projected, rel=0.25), (case, added, projected)
+
+
+@pytest.mark.parametrize("cluster", NODES, indirect=True)
+def test_hsdp_s_added_step_time_agrees_with_the_projection_of_two_tiers(cluster, measured):
+    """The shard groups' collectives stay on loopback, so shaping adds only what the replicas'
+    all-reduce costs across nodes: the profile's inter_node tier, timed with both nodes' replica
+    groups at once (they share each node's veth, as in the run)."""
+    if ("hsdp", "off") not in measured["runs"]:
+        pytest.skip("hsdp runs on 2 nodes of 2 ranks only")
+    free, shaped = (measured["runs"]["hsdp", link][0] for link in ("off", RATE))
+    free_link, slow_link = (measured["profiles"]["torch-tiers", link] for link in ("off", RATE))
+    assert set(slow_link.tiers) == {"intra_node", "inter_node"}
+    assert (slow_link.tiers["inter_node"].ranks, slow_link.tiers["inter_node"].groups) == (2, 2)
+    added = _median_step(shaped) - _median_step(free)
+    projected = communication_s(shaped, slow_link, 4) - communication_s(free, free_link, 4)
+    one_tier = [profile.model_copy(update={"tiers": {}}) for profile in (free_link, slow_link)]
+    flat = communication_s(shaped, one_tier[1], 4) - communication_s(free, one_tier[0], 4)
+    print(
+        f"hsdp x{cluster}x2: shaping added {added * 1e3:.1f} ms per step, projected "
+        f"{projected * 1e3:.1f} with tiers, {flat * 1e3:.1f} with the launch's links alone"
+    )
+    _keep(cluster, "time", "hsdp", {"added_s": added, "projected_s": projected, "flat_s": flat})
+    assert added == pytest.approx(projected, rel=0.25), (added, projected)

@@ -2,6 +2,7 @@
 ranks into a profile that its schema (docs/link_profile.schema.json, generated) accepts."""
 
 import json
+import socket
 import subprocess
 from pathlib import Path
 
@@ -82,6 +83,8 @@ CASES = {  # case: (module, options), each refused before any measurement
     "out-under-a-file": ("torch_impl.links", []),
     "group-of-the-world": ("torch_impl.links", ["--groups", "2"]),
     "groups-on-tf": ("tf_impl.links", ["--groups", "2"]),
+    "tiers-on-one-node": ("torch_impl.links", ["--tiers"]),
+    "tiers-on-tf": ("tf_impl.links", ["--tiers"]),
 }
 
 
@@ -89,7 +92,8 @@ CASES = {  # case: (module, options), each refused before any measurement
 def test_the_link_tool_refuses_what_cannot_work_before_it_measures(case, tmp_path):
     """--max-bytes below two sizes wrote a profile that was accepted; --out under a file failed
     with a traceback after the whole measurement. Both are refused first, exit 2, one line; so
-    are a group as large as the launch, and groups where the framework has none."""
+    are a group as large as the launch, groups where the framework has none, and tiers on one
+    node (refused once the ranks have met, since only then are their hosts known)."""
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     out = blocker / "links.json" if case == "out-under-a-file" else tmp_path / "links.json"
@@ -105,6 +109,8 @@ def test_the_link_tool_refuses_what_cannot_work_before_it_measures(case, tmp_pat
         "out-under-a-file": f"--out {out}",
         "group-of-the-world": "--groups 2: a group has 2 ranks or more and fewer than the",
         "groups-on-tf": "--groups 2: tf's collectives run over every worker only",
+        "tiers-on-one-node": f"--tiers: the ranks per node are {socket.gethostname()}: 2; the",
+        "tiers-on-tf": "--tiers: tf's collectives run over every worker only",
     }[case]
     assert said in errors[0], errors
     assert not out.exists()

@@ -16,7 +16,17 @@ import numpy as np
 
 from common.core.config import config_io
 from common.core.measure import collectives
-from common.core.measure.links import SIZES, KindFit, LinkProfile, Point, fit, writable, write
+from common.core.measure.links import (
+    SIZES,
+    KindFit,
+    LinkProfile,
+    Point,
+    Tier,
+    TierName,
+    fit,
+    writable,
+    write,
+)
 from common.core.measure.traffic import wire_bytes
 from common.core.records import provenance
 from common.launch import environment
@@ -62,6 +72,11 @@ class Side:
     group_timer: Callable[[Any, int], Callable[[str, int, int], float]] | None = None
     """(DistInfo, size) -> the timer of a group of the first `size` ranks, made by every rank
     (the others keep to its barriers); None where the framework has no such groups."""
+    partition_timer: Callable[[Any, list[list[int]]], Callable[[str, int, int], float]] | None = (
+        None
+    )
+    """(DistInfo, groups of ranks) -> the timer of those groups running at once, each rank over
+    its own (every rank makes every group); None where the framework has no such groups."""
     transport: Callable[[Any, Any], str]
     """(DistInfo, config) -> gloo, nccl, ring..."""
     all_reduce_sum: Callable[[np.ndarray, Any], np.ndarray]
@@ -93,6 +108,50 @@ def group_sizes(text: str, world_size: int, side: Side) -> list[int]:
     return sizes
 
 
+def tiers_offered(side: Side) -> None:
+    """ValueError where the framework cannot time groups of its own (before any work)."""
+    if side.partition_timer is None:
+        raise ValueError(
+            f"--tiers: {side.framework}'s collectives run over every worker only "
+            "(MultiWorkerMirroredStrategy has no sub-groups); measure the tiers with "
+            "torch_impl.links"
+        )
+
+
+def tier_partitions(hosts: list[str], side: Side) -> dict[TierName, list[list[int]]]:
+    """`--tiers`: the ranks of each node (intra_node) and the i-th rank of every node
+    (inter_node), from every rank's host; ValueError naming the problem and the fix."""
+    tiers_offered(side)
+    nodes: dict[str, list[int]] = {}
+    for rank, host in enumerate(hosts):
+        nodes.setdefault(host, []).append(rank)
+    per_node = {len(ranks) for ranks in nodes.values()}
+    if len(nodes) < 2 or min(per_node) < 2 or len(per_node) > 1:
+        counts = ", ".join(f"{host}: {len(ranks)}" for host, ranks in nodes.items())
+        raise ValueError(
+            f"--tiers: the ranks per node are {counts}; the tiers take 2 nodes or more with "
+            "the same number of ranks on each, 2 or more (e.g. srun -N2 --ntasks-per-node=2)"
+        )
+    local = next(iter(per_node))
+    return {
+        "intra_node": list(nodes.values()),
+        "inter_node": [[ranks[index] for ranks in nodes.values()] for index in range(local)],
+    }
+
+
+def tier_lines(profile: LinkProfile) -> list[str]:
+    """Each tier's fit per kind: latency and the bandwidth one rank sees."""
+    lines = []
+    for name, tier in profile.tiers.items():
+        for kind, kind_fit in tier.kinds.items():
+            rate = 1 / kind_fit.beta_s_per_byte / 1e6 if kind_fit.beta_s_per_byte else float("inf")
+            lines.append(
+                f"  {name:<10} {kind:<15} {tier.ranks} ranks x {tier.groups} groups: alpha "
+                f"{kind_fit.alpha_s * 1e6:,.1f} us, {rate:,.1f} MB/s"
+            )
+    return lines
+
+
 def latency_lines(profile: LinkProfile) -> list[str]:
     """Where a profile holds several group sizes, each kind's latency per step of its algorithm
     at each: the figure the projection carries to other sizes, shown so that its constancy is
@@ -120,6 +179,13 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
         help="comma-separated sizes of groups of the first ranks to time as well, e.g. 2,4: "
         "the profile then holds a fit at each size",
     )
+    parser.add_argument(
+        "--tiers",
+        action="store_true",
+        help="on several nodes of several ranks each: also time each node's ranks together and "
+        "one rank of each node together, every such group at once (the links within a node "
+        "and across nodes, as hsdp uses them)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.max_bytes < SIZES[1]:
@@ -131,6 +197,8 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
         if spec.world_size < 2:
             raise ValueError("a link takes 2 ranks or more: start this under a launcher")
         groups = group_sizes(args.groups, spec.world_size, side)
+        if args.tiers:
+            tiers_offered(side)
         if spec.is_chief:  # before minutes of measuring: the profile must have a place
             writable(Path(args.out))
         cfg = config_io.load_config(None, [f"dist.device={args.device}"])
@@ -138,18 +206,32 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    kinds = measure(side.timer(info), side.kinds, spec.world_size, args.max_bytes)
-    by_group: dict[int, dict[str, KindFit]] = {}
-    group_timer = side.group_timer
-    if group_timer is not None:  # None: group_sizes refused any --groups
-        for size in groups:
-            by_group[size] = measure(group_timer(info, size), side.kinds, size, args.max_bytes)
     hosts = collectives.gather_texts(
         spec.node,
         rank=spec.rank,
         world_size=spec.world_size,
         all_reduce_sum=lambda values: side.all_reduce_sum(values, info),
     )
+    try:  # every rank sees the same hosts, so every rank refuses alike
+        partitions = tier_partitions(hosts, side) if args.tiers else {}
+    except ValueError as error:
+        if spec.is_chief:
+            print(f"error: {error}", file=sys.stderr)
+        side.leave(info, cfg.dist.timeout_s)
+        return 2
+    kinds = measure(side.timer(info), side.kinds, spec.world_size, args.max_bytes)
+    by_group: dict[int, dict[str, KindFit]] = {}
+    group_timer = side.group_timer
+    if group_timer is not None:  # None: group_sizes refused any --groups
+        for size in groups:
+            by_group[size] = measure(group_timer(info, size), side.kinds, size, args.max_bytes)
+    tiers: dict[TierName, Tier] = {}
+    partition_timer = side.partition_timer
+    if partition_timer is not None:  # None: tier_partitions refused --tiers
+        for name, partition in partitions.items():
+            size = len(partition[0])
+            fits = measure(partition_timer(info, partition), side.kinds, size, args.max_bytes)
+            tiers[name] = Tier(ranks=size, groups=len(partition), kinds=fits)
     if spec.is_chief:
         profile = LinkProfile(
             time=provenance.utc_now(),
@@ -163,9 +245,10 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
             kinds=kinds,
             not_measured=side.not_measured,
             groups=by_group,
+            tiers=tiers,
         )
         print(f"link profile: {write(profile, args.out)}")
-        for line in latency_lines(profile):
+        for line in latency_lines(profile) + tier_lines(profile):
             print(line)
     side.leave(info, cfg.dist.timeout_s)
     return 0

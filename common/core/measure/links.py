@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -26,6 +26,7 @@ PROFILE_VERSION = 1
 # 8 B to 64 MiB, a factor 8 apart: latency-bound at the bottom, bandwidth-bound at the top.
 SIZES = (8, 64, 512, 4096, 32_768, 262_144, 2_097_152, 16_777_216, 67_108_864)
 KIND_NAMES = ("all_reduce", "all_gather", "reduce_scatter")
+TierName = Literal["intra_node", "inter_node"]
 
 
 class Point(BaseModel):
@@ -70,6 +71,21 @@ class KindFit(BaseModel):
         return float(np.exp(np.interp(np.log(wire), np.log(sizes), np.log(times))))
 
 
+class Tier(BaseModel):
+    """One tier of a cluster's links, timed as a hybrid strategy uses it: every group of the
+    tier at once, so that groups sharing a node's network link share it here too."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    ranks: Annotated[int, Field(ge=2)]
+    """Ranks in each group: a node's ranks (intra_node), or one rank of every node
+    (inter_node)."""
+    groups: Annotated[int, Field(ge=1)]
+    """Groups timed at once: one per node (intra_node), one per rank of a node (inter_node)."""
+    kinds: Annotated[dict[str, KindFit], Field(min_length=1)]
+    """Each collective's fit over one group, timed on the chief's."""
+
+
 class LinkProfile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
@@ -101,6 +117,19 @@ class LinkProfile(BaseModel):
     groups: dict[int, dict[str, KindFit]] = Field(default_factory=dict)
     """Fits at other group sizes than world_size, by group size: a call over one of them is
     priced by its own fit, not scaled from world_size's."""
+
+    tiers: dict[TierName, Tier] = Field(default_factory=dict)
+    """Fits within a node and across nodes (`--tiers`, on several nodes of several ranks each),
+    for strategies whose groups keep to one tier (hsdp: shards within a node, replicas across
+    them); empty where not measured."""
+
+    def tier(self, name: TierName) -> LinkProfile | None:
+        """The tier as a profile of its own (its fits over its group size), or None."""
+        found = self.tiers.get(name)
+        if found is None:
+            return None
+        update = {"kinds": found.kinds, "world_size": found.ranks, "groups": {}, "tiers": {}}
+        return self.model_copy(update=update)
 
     def measured(self) -> dict[int, dict[str, KindFit]]:
         """Every fit by the group size it was measured over: the launch's, and `groups`'."""
