@@ -14,7 +14,8 @@ For each framework it runs, with the launcher the runs use (common.launch here, 
   links  (2 ranks or more) the framework's link tool (`torch_impl.links`, `tf_impl.links`):
          all-reduce, all-gather and reduce-scatter timed from 8 B to 64 MiB and fitted to a
          latency and a bandwidth each, written as `<links-dir>/links-<framework>.json`, where
-         `compare.py --project` finds it beside the runs.
+         `compare.py --project` finds it beside the runs; torch's on several nodes of several
+         ranks each also times the links within a node and across nodes (`--tiers`).
   train  20 steps of every strategy at every precision the probe found, each a real launch of
          the training program on MNIST.
 """
@@ -30,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common.core.measure import collectives, devices, links
+from common.core.measure import collectives, devices, link_tool, links
 from common.core.records import metrics
 from common.core.records.records import METRICS_FILENAME, Epoch, RunEnd
 from common.core.train import programs
@@ -147,15 +148,15 @@ def probe(framework: str, start: list[str], device: str, tf32: bool) -> dict[str
 
 
 def link_profile(
-    framework: str, start: list[str], device: str, folder: Path, max_bytes: int = links.SIZES[-1]
+    framework: str, start: list[str], device: str, folder: Path, max_bytes: int, tiers: bool
 ) -> list[str]:
-    """Run the framework's link tool, up to `max_bytes` a call; the report's lines on the
-    profile it wrote."""
+    """Run the framework's link tool, up to `max_bytes` a call (`tiers`: with --tiers); the
+    report's lines on the profile it wrote."""
     step(f"{framework}: link profile (collectives from 8 B to {_size(max_bytes)}, fitted)")
     out = folder / f"links-{framework}.json"
     module = f"{programs.get(framework).package}.links"
     command = [*start, sys.executable, "-m", module, "--out", str(out), "--device", device]
-    command += ["--max-bytes", str(max_bytes)]
+    command += ["--max-bytes", str(max_bytes), *(["--tiers"] if tiers else [])]
     done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
     if done.returncode != 0 or not out.is_file():
         tail = " ".join((done.stderr or done.stdout).split())[-600:]
@@ -168,7 +169,7 @@ def link_profile(
             f"             {kind:<15} alpha {fit.alpha_s * 1e6:9.1f} µs  "
             f"1/beta {bandwidth:8.3f} GB/s"
         )
-    return lines
+    return lines + [f"           {line}" for line in link_tool.tier_lines(profile)]
 
 
 def _size(count: int) -> str:
@@ -276,9 +277,11 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 found = probe(framework, start, args.device, args.tf32)
                 linked = []
-                if found["world_size"] > 1:
+                if found["world_size"] > 1:  # --tiers: torch's only (MWMS has no sub-groups)
+                    nodes = [rank["node"] for rank in found["ranks"]]
+                    tiers = framework == "torch" and link_tool.tiers_fit(nodes)
                     linked = link_profile(
-                        framework, start, args.device, args.links_dir, args.links_max_bytes
+                        framework, start, args.device, args.links_dir, args.links_max_bytes, tiers
                     )
                 rows = train(framework, start, found, device=args.device, out=out)
             except (Failed, subprocess.TimeoutExpired) as failure:

@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from common.core.measure import links
+from common.core.measure import link_tool, links
 from common.core.measure.traffic import wire_bytes
 from tests.launching import train_command
 
@@ -114,3 +114,23 @@ def test_the_link_tool_refuses_what_cannot_work_before_it_measures(case, tmp_pat
     }[case]
     assert said in errors[0], errors
     assert not out.exists()
+
+
+def test_the_tiers_are_each_nodes_ranks_and_each_local_rank_across_the_nodes():
+    """--tiers groups ranks by the host each reported, in whatever order the launcher numbered
+    them; the preflight asks for tiers only on nodes of the same number of ranks, 2 or more."""
+    from torch_impl.links import SIDE
+
+    assert link_tool.tier_partitions(["a", "a", "b", "b", "c", "c"], SIDE) == {
+        "intra_node": [[0, 1], [2, 3], [4, 5]],
+        "inter_node": [[0, 2, 4], [1, 3, 5]],
+    }
+    assert link_tool.tier_partitions(["a", "b", "a", "b"], SIDE) == {
+        "intra_node": [[0, 2], [1, 3]],
+        "inter_node": [[0, 1], [2, 3]],
+    }
+    assert link_tool.tiers_fit(["a", "a", "b", "b"])
+    for hosts in (["a", "b"], ["a", "a"], ["a", "a", "b"], ["a", "a", "b", "b", "b", "b"]):
+        assert not link_tool.tiers_fit(hosts), hosts
+    with pytest.raises(ValueError, match="the ranks per node are a: 2, b: 1; the tiers take"):
+        link_tool.tier_partitions(["a", "a", "b"], SIDE)

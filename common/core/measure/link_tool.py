@@ -118,21 +118,32 @@ def tiers_offered(side: Side) -> None:
         )
 
 
+def _by_node(hosts: list[str]) -> dict[str, list[int]]:
+    nodes: dict[str, list[int]] = {}
+    for rank, host in enumerate(hosts):
+        nodes.setdefault(host, []).append(rank)
+    return nodes
+
+
+def tiers_fit(hosts: list[str]) -> bool:
+    """Whether ranks on these hosts (in rank order) have two tiers to time: 2 nodes or more,
+    each with the same number of ranks, 2 or more."""
+    per_node = {len(ranks) for ranks in _by_node(hosts).values()}
+    return len(per_node) == 1 and len(_by_node(hosts)) > 1 and min(per_node) > 1
+
+
 def tier_partitions(hosts: list[str], side: Side) -> dict[TierName, list[list[int]]]:
     """`--tiers`: the ranks of each node (intra_node) and the i-th rank of every node
     (inter_node), from every rank's host; ValueError naming the problem and the fix."""
     tiers_offered(side)
-    nodes: dict[str, list[int]] = {}
-    for rank, host in enumerate(hosts):
-        nodes.setdefault(host, []).append(rank)
-    per_node = {len(ranks) for ranks in nodes.values()}
-    if len(nodes) < 2 or min(per_node) < 2 or len(per_node) > 1:
+    nodes = _by_node(hosts)
+    if not tiers_fit(hosts):
         counts = ", ".join(f"{host}: {len(ranks)}" for host, ranks in nodes.items())
         raise ValueError(
             f"--tiers: the ranks per node are {counts}; the tiers take 2 nodes or more with "
             "the same number of ranks on each, 2 or more (e.g. srun -N2 --ntasks-per-node=2)"
         )
-    local = next(iter(per_node))
+    local = len(nodes[hosts[0]])
     return {
         "intra_node": list(nodes.values()),
         "inter_node": [[ranks[index] for ranks in nodes.values()] for index in range(local)],
