@@ -31,6 +31,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -107,9 +108,28 @@ def tracked(cfg: Config, world: int, batch: int, local_world: int | None = None)
     return {**sizes, "peak": by_name.get("Total", sum(sizes.values()))}
 
 
-def _peak(cfg: Config, strategy: Strategy, dims: ParallelDims, batch: int) -> dict[Any, int]:
-    """The tracker's peak snapshot of STEPS optimizer steps on a random batch of `batch`."""
-    device = torch.device("cpu")
+@dataclass
+class Stepper:
+    """The run's model, optimizer and precision on a rank, and a random batch to step on."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    amp: Amp
+    images: torch.Tensor
+    labels: torch.Tensor
+    lr: float
+    dp_size: int
+
+    def step(self) -> None:
+        optimizer_step(
+            self.model, self.optimizer, self.amp, self.images, self.labels, self.lr, self.dp_size
+        )
+
+
+def stepper(
+    cfg: Config, strategy: Strategy, dims: ParallelDims, batch: int, device: torch.device, rank: int
+) -> Stepper:
+    """Build as the training program does (`build_parallel`), on a random batch of `batch`."""
     torch.manual_seed(0)
     model = build_parallel(cfg, device, dims)
     impl = implementation(
@@ -119,10 +139,17 @@ def _peak(cfg: Config, strategy: Strategy, dims: ParallelDims, batch: int) -> di
         strategy=strategy,
     )
     optimizer = build_optimizer(cfg.optim, model.parameters(), impl)
-    amp = Amp(cfg, strategy, device, rank=0)
     net = cfg.net()
-    images = torch.randn(batch, *net.inputs)
-    labels = torch.randint(0, net.classes, (batch,))
+    images = torch.randn(batch, *net.inputs, device=device)
+    labels = torch.randint(0, net.classes, (batch,), device=device)
+    amp = Amp(cfg, strategy, device, rank=rank)
+    return Stepper(model, optimizer, amp, images, labels, cfg.optim.lr, dims.dp_size)
+
+
+def _peak(cfg: Config, strategy: Strategy, dims: ParallelDims, batch: int) -> dict[Any, int]:
+    """The tracker's peak snapshot of STEPS optimizer steps on a random batch of `batch`."""
+    ready = stepper(cfg, strategy, dims, batch, torch.device("cpu"), rank=0)
+    model, optimizer, images = ready.model, ready.optimizer, ready.images
     sharded = strategy.parameters == "dtensor"
     tracker: Any = FSDPMemTracker(model, optimizer) if sharded else MemTracker()
     if sharded:
@@ -131,7 +158,7 @@ def _peak(cfg: Config, strategy: Strategy, dims: ParallelDims, batch: int) -> di
         tracker.track_external(model, optimizer, images)
     with tracker:
         for _ in range(STEPS):
-            optimizer_step(model, optimizer, amp, images, labels, cfg.optim.lr, dims.dp_size)
+            ready.step()
             if not sharded:  # MemTracker follows one iteration at a time (its peak stays)
                 tracker.reset_mod_stats()
     (found,) = tracker.get_tracker_snapshot("peak").values()
