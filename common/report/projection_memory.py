@@ -217,6 +217,11 @@ def lines(rows: list[MemoryRow], device: int | None) -> list[str]:
         "tensor there (gathered units, collective buffers, activations); TensorFlow MWMS as "
         "DDP's replica (torch_impl.memory_plan)"
     )
+    out.append(
+        "  * the peak is a real rank's while its collectives keep pace; one whose peer lags "
+        "holds a collective still in flight as well (fsdp2: up to a unit's buffers more; "
+        "torch_impl.memory_check measures it), so leave that much spare"
+    )
     largest = largest_lines(largest_fitting(rows))
     if largest:
         out.append("== the largest model size that fits, per strategy (of the sizes run)")
