@@ -9,9 +9,7 @@ import pytest
 import compare
 from tests.launching import runner
 from tests.records import read_metrics
-
-PARITY = ["--config", "configs/parity_sgd.yaml"]
-SHORT = ["data.train_limit=1280", "data.test_limit=500", "train.epochs=2"]
+from tests.tf.conftest import PARITY, PARITY_SET
 
 
 def step_losses(run_dir):
@@ -20,13 +18,16 @@ def step_losses(run_dir):
 
 
 @pytest.fixture(scope="module")
-def xla_runs(tmp_path_factory):
+def xla_runs(tmp_path_factory, parity_runs):
+    """XLA's run on 2 workers beside the session's parity runs of torch (1 process) and
+    eager TensorFlow (2 workers), all of the parity preset's 50 steps."""
     root = tmp_path_factory.mktemp("xla")
-    tf_run, torch_run = runner("tf_impl.train", root), runner("torch_impl.train", root)
+    xla = runner("tf_impl.train", root)
+    settings = [*PARITY_SET, "tf.jit_compile=true"]
     return {
-        "torch": torch_run("torch", 0, *SHORT, extra=PARITY, small=False)[1],
-        "tf": tf_run("tf", 2, *SHORT, extra=PARITY, small=False)[1],
-        "tf-xla": tf_run("tf-xla", 2, *SHORT, "tf.jit_compile=true", extra=PARITY, small=False)[1],
+        "torch": parity_runs["torch-single"],
+        "tf": parity_runs["tf-w2"],
+        "tf-xla": xla("tf-xla", 2, *settings, extra=PARITY, small=False)[1],
     }
 
 
@@ -36,14 +37,15 @@ def test_xla_keeps_parity_with_torch_within_the_tolerance(xla_runs):
     torch_losses = step_losses(xla_runs["torch"])
     for name in ("tf", "tf-xla"):
         ours = step_losses(xla_runs[name])
-        assert len(ours) == len(torch_losses) == 40
+        assert len(ours) == len(torch_losses) == 50
         relative = np.abs(ours - torch_losses) / np.abs(torch_losses)
         print(f"{name} vs torch: max relative loss difference {relative.max():.2e}")
         assert relative.max() < 1e-4, name
 
 
 def test_xla_compile_time_is_reported_apart(xla_runs, capsys):
-    assert compare.main([str(xla_runs["tf"].parent), "--format", "json"]) == 0
+    runs = [str(xla_runs[name]) for name in ("torch", "tf", "tf-xla")]
+    assert compare.main([*runs, "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out.splitlines()[0])["rows"]
     warmups = {(row["framework"], row["strategy"]): row["warmup_s"] for row in rows}
     assert warmups[("tf", "mwms (jit_compile=True)")] > warmups[("tf", "mwms")]

@@ -12,11 +12,8 @@ import pytest
 
 import compare
 from common.launch.local import rank_environments
-from tests.launching import SMALL, kill_second_rank_mid_training, runner, train_command
+from tests.launching import SMALL, kill_second_rank_mid_training, train_command
 from tests.records import read_metrics
-
-PARITY = ["--config", "configs/parity_sgd.yaml"]
-PARITY_SET = ["data.train_limit=3200", "data.test_limit=1000", "output.save_model=true"]
 
 
 def step_losses(run_dir):
@@ -31,24 +28,6 @@ def epochs_of(run_dir):
 def tf_weights(run_dir):
     with np.load(run_dir / "model.npz") as saved:
         return {name: saved[name] for name in saved.files}
-
-
-@pytest.fixture(scope="module")
-def parity_runs(tmp_path_factory):
-    """The parity preset (MLP, no dropout, SGD, 50 steps of 64) on both frameworks, 1 and 2
-    processes each."""
-    root = tmp_path_factory.mktemp("parity")
-    runs = {}
-    for name, module, nproc, extra in (
-        ("torch-single", "torch_impl.train", 0, ["torch.strategy=single"]),
-        ("torch-ddp", "torch_impl.train", 2, ["torch.strategy=ddp"]),
-        ("tf-w1", "tf_impl.train", 0, []),
-        ("tf-w2", "tf_impl.train", 2, []),
-    ):
-        runs[name] = runner(module, root)(
-            name, nproc, *PARITY_SET, *extra, extra=PARITY, small=False
-        )[1]
-    return runs
 
 
 @pytest.mark.parametrize("tf_run", ["tf-w1", "tf-w2"])
