@@ -59,3 +59,27 @@ def test_fsdp1_is_refused_since_no_tracker_follows_it():
     done = check(2, ["torch.strategy=fsdp1"])
     assert done.returncode == 2, done.stdout + done.stderr
     assert "fsdp1 is not tracked" in done.stdout + done.stderr
+
+
+def test_each_steps_peak_is_the_allocators_largest_total_within_it():
+    """The allocator's running total, read at each of its events: the build's before the first
+    step, then each step's own, whatever the events' bytes (a free on another thread is in the
+    total, not in any event of this thread)."""
+    from torch_impl.memory_check import MARK, peaks
+
+    def memory(ts: float, total: int) -> dict:
+        return {"name": "[memory]", "ts": ts, "args": {"Total Allocated": total, "Bytes": 1}}
+
+    trace = {
+        "traceEvents": [
+            memory(1.0, 300),
+            memory(2.0, 100),
+            {"name": MARK, "ts": 10.0, "dur": 5.0},
+            memory(11.0, 500),
+            memory(14.0, 200),
+            {"name": MARK, "ts": 20.0, "dur": 5.0},
+            memory(21.0, 250),
+            memory(30.0, 900),  # after the last step: not a step's
+        ]
+    }
+    assert peaks(trace, MARK) == (300, [500, 250])
