@@ -242,11 +242,20 @@ def crossover(
 
 
 def _latency_only(profile: LinkProfile) -> LinkProfile:
+    """The profile with no cost per byte: each fit's alpha alone, its points flattened to it too
+    (a group the profile measured is priced from its points)."""
+
+    def flat(fit: KindFit) -> KindFit:
+        points = [point.model_copy(update={"seconds": fit.alpha_s}) for point in fit.points]
+        return fit.model_copy(update={"beta_s_per_byte": 0.0, "points": points})
+
     def fixed(fits: dict[str, KindFit]) -> dict[str, KindFit]:
-        return {kind: fit.model_copy(update={"beta_s_per_byte": 0.0}) for kind, fit in fits.items()}
+        return {kind: flat(fit) for kind, fit in fits.items()}
 
     tiers = {
         name: tier.model_copy(update={"kinds": fixed(tier.kinds)})
         for name, tier in profile.tiers.items()
     }
-    return profile.model_copy(update={"kinds": fixed(profile.kinds), "tiers": tiers})
+    groups = {size: fixed(fits) for size, fits in profile.groups.items()}
+    update = {"kinds": fixed(profile.kinds), "groups": groups, "tiers": tiers}
+    return profile.model_copy(update=update)

@@ -130,3 +130,24 @@ def test_hsdp_prices_its_shards_within_a_node_and_its_replicas_across_nodes():
     assert any("measure the profile with --tiers" in line for line in said), said
     _, said = projection_model.project(run, tiered, [8])
     assert not any("--tiers" in line for line in said), said
+
+
+def test_two_runs_trade_places_at_a_bandwidth_worked_by_hand_at_the_profiles_own_size():
+    """At the profile's own 2 ranks a call is read off the points, so the latency-only profile
+    behind the crossover must drop the bytes' share from the points too, not only from beta.
+    ddp_run: 8 ms of compute, an all-reduce of 1 MB (1 ms + 1 ms at the profile's 1 GB/s);
+    the other: a 3 MB all-reduce (1 ms + 3 ms) and 4 ms of compute in its 8 ms step. At a
+    bandwidth factor s: 9 + 1/s against 5 + 3/s ms, equal at s = 0.5."""
+    from tests.compare.test_projection import MB, ddp_run
+
+    heavy = ddp_run()
+    bigger = [
+        entry.model_copy(update={"payload_bytes": 3 * MB, "wire_bytes": 3 * MB})
+        for entry in heavy.epochs[0].traffic or []
+    ]
+    epochs = [
+        e.model_copy(update={"traffic": bigger, "samples_per_s": 8000.0}) for e in heavy.epochs
+    ]
+    other = RecordedRun("o/metrics.jsonl", [heavy.start, *epochs])
+    found = projection_model.crossover(ddp_run(), other, (profile(), profile()), 2)
+    assert found == "0.5x the profile's bandwidth"
