@@ -43,8 +43,10 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 data: setup
 	$(PY) -m common.data fetch --dir $(MNIST_DIR)
 
+# Two pytest-xdist workers in two lanes: the files that mostly wait (tests/lanes.py) run beside
+# the rest, each file on one worker, the SLURM tier last.
 test: setup data
-	$(PY) -m pytest -m "not scaling" tests
+	$(PY) -m pytest -n 2 --lanes -m "not scaling" tests
 
 # The projection checked across worker counts: each strategy on 2 and 4 nodes of the SLURM test
 # cluster over shaped links, the 2-node run projected to 4

@@ -42,19 +42,32 @@ def pytest_configure(config):
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--lanes",
+        action="store_true",
+        help="with -n 2: the files of tests/lanes.py's SIDE (mostly waiting) run on the second "
+        "worker beside the rest, each file on one worker (make test)",
+    )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("lanes"):
+        from tests.lanes import Lanes
+
+        return Lanes(config, log)
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     """Mark every test of a file that starts processes (`tests.tiers`): make test-fast leaves
-    them out. Under pytest-xdist's `--dist loadgroup` (make test), each file is one group, so
-    its module fixtures (the shared runs) are made once, on one worker; the SLURM tier is one
-    group, since the machine has one test cluster."""
+    them out."""
     from tests.tiers import starts_processes
 
     for item in items:
-        path = Path(str(item.fspath)).resolve()
-        if starts_processes(path):
+        if starts_processes(Path(str(item.fspath)).resolve()):
             item.add_marker(pytest.mark.processes)
-        group = "slurm" if path.parent.name == "slurm" else str(path.relative_to(REPO_ROOT))
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_sessionstart(session):
