@@ -43,8 +43,9 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 data: setup
 	$(PY) -m common.data fetch --dir $(MNIST_DIR)
 
-# Two pytest-xdist workers in two lanes: the files that mostly wait (tests/lanes.py) run beside
-# the rest, each file on one worker, the SLURM tier last.
+# Two pytest-xdist workers in two lanes (tests/lanes.py): the files that mostly wait run on the
+# second beside the SLURM tier on the first, then both take the rest, each file whole on one
+# worker; the shaped-link step times run last, alone. Without -n 2 --lanes: one file after another.
 test: setup data
 	$(PY) -m pytest -n 2 --lanes -m "not scaling" tests
 
