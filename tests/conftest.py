@@ -1,6 +1,7 @@
 import atexit
 import os
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -42,6 +43,28 @@ def pytest_configure(config):
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 
+def _controller(config) -> bool:
+    """The controller of a run on xdist workers (make test): it runs no test itself (its
+    session is registered by pytest-xdist's pytest_configure, which runs last)."""
+    return config.pluginmanager.has_plugin("dsession")
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    """A SLURM test cluster that the first worker had no time to take down is taken down by the
+    controller, once pytest-xdist has stopped its workers (10 s, then killed): a make test
+    stopped mid-job (Ctrl-C, a timeout) leaves nothing behind. Another live run's is left."""
+    if not _controller(session.config):
+        return
+    from tests.slurm.conftest import take_down_orphaned
+
+    take_down_orphaned()
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--lanes",
@@ -72,6 +95,8 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_sessionstart(session):
     session.config.stash[STARTED] = (time.strftime("%Y-%m-%d %H:%M"), os.getloadavg()[0])
+    if _controller(session.config):  # a timeout's SIGTERM stops the workers as Ctrl-C does
+        signal.signal(signal.SIGTERM, _interrupt)
 
 
 def pytest_unconfigure(config):

@@ -18,6 +18,9 @@ import pytest
 
 from tests.slurm.jobs import CLUSTER_DIR, REPO
 
+sys.path.insert(0, str(REPO / "slurm"))
+import testcluster_claim  # noqa: E402 - the cluster's own module, beside its script
+
 BUSY_EXIT = 3  # slurm/testcluster.py: another live owner's cluster is up
 BUSY_WAIT_S = 300
 REGISTRY = Path("/run/suite-testcluster.json")  # slurm/testcluster_claim.py
@@ -38,6 +41,16 @@ def registry() -> dict:
         return json.loads(REGISTRY.read_text())
     except (OSError, ValueError):
         return {}
+
+
+def take_down_orphaned() -> None:
+    """Take down the cluster of CLUSTER_DIR if its owner is gone (a make test worker killed
+    before its teardown ended); another live run's cluster is left alone."""
+    record = registry()
+    if not record and not (CLUSTER_DIR / "started.json").exists():
+        return
+    if not (record and testcluster_claim.owner_alive(record)):
+        cluster_command("down")
 
 
 def _bring_up(nodes: int) -> None:

@@ -118,35 +118,44 @@ def test_a_live_owners_cluster_is_left_alone(free_machine, tmp_path):
     assert nothing_left() == []
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "timeout"])
-def test_a_session_stopped_mid_job_leaves_nothing_behind(free_machine, signum, tmp_path):
-    # SIGINT as a terminal's Ctrl-C finds it: a shell starts a background job (CI, nohup) with
-    # SIGINT ignored, which Python keeps, and the session then ran to its end with exit 0
+STOPS = {  # how a session is stopped: its signal, who gets it, and SIGINT as it was started with
+    # a terminal's Ctrl-C reaches every process of its foreground job
+    "ctrl-c": (signal.SIGINT, "group", signal.SIG_DFL),
+    # timeout(1) or a CI runner signals the process it started, a background job: a shell starts
+    # those with SIGINT ignored, which Python keeps (so Ctrl-C alone once let a session run on)
+    "timeout": (signal.SIGTERM, "process", signal.SIG_IGN),
+}
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2", "--lanes"]], ids=["serial", "lanes"])
+@pytest.mark.parametrize("stop", list(STOPS))
+def test_a_session_stopped_mid_job_leaves_nothing_behind(free_machine, stop, workers, tmp_path):
+    """Serial, and as make test runs: on two xdist workers the cluster is the first worker's,
+    and the controller, which stops its workers within seconds of its own stop (killed if they
+    do not end), takes down what the worker had no time to."""
+    signum, whom, sigint = STOPS[stop]
     session = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "tests/slurm/test_slurm_operations.py",
-            "-k",
-            "preflight_runs_as_a_job",
+            *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *workers),
+            *("tests/slurm/test_slurm_operations.py", "-k", "preflight_runs_as_a_job"),
         ],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, "TMPDIR": str(tmp_path)},
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
+        start_new_session=True,  # its own process group, as a job has
     )
     deadline = time.monotonic() + 180
     while not any("slurmstepd" in line for line in _processes()):  # the job runs
         assert session.poll() is None and time.monotonic() < deadline, session.communicate()[0]
         time.sleep(0.2)
     time.sleep(2)  # the job's ranks are at work: the preflight's job runs for about a minute
-    session.send_signal(signum)
+    if whom == "group":
+        os.killpg(session.pid, signum)
+    else:
+        session.send_signal(signum)
     output, _ = session.communicate(timeout=180)
     assert session.returncode != 0, output
     assert nothing_left() == [], output
