@@ -97,6 +97,12 @@ def pytest_sessionstart(session):
     session.config.stash[STARTED] = (time.strftime("%Y-%m-%d %H:%M"), os.getloadavg()[0])
     if _controller(session.config):  # a timeout's SIGTERM stops the workers as Ctrl-C does
         signal.signal(signal.SIGTERM, _interrupt)
+    elif hasattr(session.config, "workerinput"):
+        # A stopped controller's workers end by a SIGINT to themselves (execnet, 5 s after it
+        # asks), and their tests clean up on the KeyboardInterrupt (a frozen rank thawed, a
+        # launch stopped). A job started in the background inherits SIGINT ignored, and then
+        # the worker was killed with its tests' processes left behind.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_unconfigure(config):

@@ -1,9 +1,14 @@
 """make test's two lanes (tests/lanes.py), on a real `pytest -n 2 --lanes` over a small tree of
-files named as the suite's are: who runs what, each file whole, and the shaped links alone."""
+files named as the suite's are: who runs what, each file whole, and the shaped links alone; and
+a lanes session stopped by a timeout, whose workers' tests must still clean up."""
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.lanes import SIDE
@@ -69,3 +74,54 @@ def test_the_side_lane_runs_beside_the_slurm_tier_and_the_shaped_links_run_alone
     side = (FILES["side"], FILES["side2"])
     side_end = max(end for file, _, _, _, end in runs if file.endswith(side))
     assert slurm_start < side_end  # the SLURM tier beside the side lane
+
+
+STOPPED = """import os, subprocess, time
+def test_holds_a_process():
+    child = subprocess.Popen(["sleep", "600"])
+    with open(os.environ["STOP_LOG"], "a") as log:
+        log.write(f"started {child.pid}\\n")
+    try:
+        time.sleep(600)
+    finally:
+        child.kill()
+        child.wait()
+        with open(os.environ["STOP_LOG"], "a") as log:
+            log.write("cleaned\\n")
+"""
+
+
+def test_a_timeout_s_sigterm_lets_the_workers_tests_clean_up(tmp_path):
+    """A timeout signals the controller of a job started in the background, whose processes
+    inherit SIGINT ignored: the workers' tests still clean up (a test's `finally`, a fixture's
+    teardown) before pytest-xdist's 10 s run out, with the suite's own conftest."""
+    (tmp_path / "test_stopped.py").write_text(STOPPED)
+    (tmp_path / "conftest.py").write_text("from tests.conftest import *  # noqa: F403\n")
+    log = tmp_path / "log.txt"
+    session = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "pytest", "-n", "2", "--lanes", "-p", "no:cacheprovider"),
+            *("-q", "-W", "ignore::pytest.PytestUnknownMarkWarning"),  # pyproject's marks
+        ],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "STOP_LOG": str(log)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (log.exists() and "started" in log.read_text()):
+            assert session.poll() is None and time.monotonic() < deadline, "the test never started"
+            time.sleep(0.1)
+        session.send_signal(signal.SIGTERM)
+        output, _ = session.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # what the session left, if it failed
+            os.killpg(session.pid, signal.SIGKILL)
+    child = int(log.read_text().split()[1])
+    assert session.returncode != 0, output
+    assert log.read_text().endswith("cleaned\n"), output
+    assert not Path(f"/proc/{child}").exists(), "the test's process outlived the session"
