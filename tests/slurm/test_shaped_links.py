@@ -43,12 +43,13 @@ import testcluster_links  # noqa: E402 - the cluster's own module, beside its sc
 
 pytestmark = ROOT_ONLY
 RATE = "100mbit"
-# hsdp's links: its 4 ranks share the 2 cores, and its step took some 8 ms more than the
-# profile's price at 100 Mbit/s and at 25 alike (a fixed cost of the sharing, not of the link;
-# likely the two replica groups' all-reduces, which share each node's veth, starting apart as
-# ranks wait for a core, where the profile starts them together). At 100 Mbit/s that was +9%
-# to +27% of the 30-36 ms added on an idle [D] (+38% in CI, under load) against a 25% check; at
-# 25 Mbit/s +5% and +6% of 147 ms (2026-11-26, two runs each).
+# hsdp's links: its 4 ranks share the 2 cores, and its step took 3 to 8 ms more than the
+# profile's price at 100 Mbit/s and 7 to 8 ms more at 25 (a cost of the sharing that does not
+# shrink with the link; likely the two replica groups' all-reduces, which share each node's
+# veth, starting apart as ranks wait for a core, where the profile starts them together). At
+# 100 Mbit/s, added against projected: 38.0/29.8, 39.6/36.1 and 38.6/33.1 ms on an idle [D]
+# (+10% to +28%), 45.6/33.0 in CI under load (+38%), against a 25% check; at 25 Mbit/s
+# 155.7/147.4 and 153.0/146.4 ms (+6%, +5%) (2026-11-26).
 HSDP_RATE = "25mbit"
 # 2 nodes in make test; SUITE_SHAPED_NODES=2,4 adds 4 (4 nodes share this machine's 2 cores)
 NODES = [int(n) for n in os.environ.get("SUITE_SHAPED_NODES", "2").split(",")]
