@@ -1,6 +1,7 @@
 """How a link profile prices one collective: by the fit of a group it measured, read off its
-points; at other sizes, by the latency per step of the largest size measured below; hsdp's
-shard groups on the tier within a node and its replicas on the tier across nodes."""
+points; at other sizes, by the latency per step of the largest size measured below, and its
+bytes read off that size's points; hsdp's shard groups on the tier within a node and its
+replicas on the tier across nodes."""
 
 import pytest
 
@@ -60,6 +61,25 @@ def test_a_measured_group_is_priced_from_its_points_where_the_time_bends():
         2 * (196.57e-3 + (4 * 2**20 - 2_097_152) * 74.2e-9)
     )
     assert ring.seconds("all_reduce", 0, 0.0, 2) == 0.0
+
+
+def test_a_size_not_measured_reads_its_bytes_off_the_measured_points():
+    """The same RING profile, measured on 2 ranks, prices an all-reduce over 4: 6 steps of the
+    2-rank latency per step, and the time of its 656,316 wire bytes read off the 2-rank points
+    less their latency, not the fit's beta, which ran 20% under the 2 MiB point (priced by
+    beta, mwms's 2-node run projected to 4 nodes came out 17% faster than it measured, in make
+    test-scaling on [D]; read off the points, 1%)."""
+    points = [
+        links.Point(payload_bytes=size, wire_bytes=size, seconds=seconds)
+        for size, seconds in ((4096, 1.73e-3), (262_144, 24.9e-3), (2_097_152, 196.57e-3))
+    ]
+    fit = links.KindFit(alpha_s=1.62e-3, beta_s_per_byte=74.2e-9, points=points)
+    ring = profile().model_copy(update={"kinds": {"all_reduce": fit}})
+    wire = 656_316  # 2 x 3/4 of 437,544 bytes
+    read = 24.9e-3 + (wire - 262_144) * (196.57e-3 - 24.9e-3) / (2_097_152 - 262_144)
+    assert ring.seconds("all_reduce", 1, wire, 4) == pytest.approx(6 * 1.62e-3 / 2 + read - 1.62e-3)
+    assert ring.seconds("all_reduce", 1, wire, 4) > 6 * 1.62e-3 / 2 + wire * 74.2e-9 * 1.15
+    assert ring.seconds("all_reduce", 0, 0.0, 4) == 0.0
 
 
 def _fit(alpha_s: float, beta_s_per_byte: float) -> links.KindFit:
