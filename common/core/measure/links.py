@@ -152,7 +152,7 @@ class LinkProfile(BaseModel):
         or one of `groups`) is priced by its own points (`KindFit.interpolated`): TensorFlow's
         RING all-reduce on a 100 Mbit/s link ran 20% over its fit at 2 MiB, so one of 437 KB
         priced by the fit came out 21% under its measured time. Any other size takes the
-        latency per step and beta of the largest size measured below it (else the smallest
+        latency per step of the largest size measured below it (else the smallest
         above): the fit's alpha holds the steps of the group it was measured on, so per step
         it is alpha over their number; its bytes are read off that size's points at the same
         wire bytes a call (their time less its latency), not priced by beta: the fit's slope,
@@ -162,8 +162,8 @@ class LinkProfile(BaseModel):
         (mwms); read off the points, within 0%, 11% and 1% of the measured steps."""
         measured = self.measured()
         own = measured.get(group, {}).get(kind)
+        log = self.source != "measured"  # a model's curve, every power of 2
         if own is not None:  # read off its points: the fit's line misses where the time bends
-            log = self.source != "measured"  # a model's curve, every power of 2
             return calls * own.interpolated(wire / calls, log=log) if calls else 0.0
         sizes = [size for size, fits in measured.items() if kind in fits]
         if not sizes:  # a kind not measured (MWMS has no reduce_scatter): the all_reduce's
@@ -173,12 +173,10 @@ class LinkProfile(BaseModel):
         else:
             size = max([s for s in sizes if s < group], default=min(sizes))
             kind_fit = measured[size][kind]
-        measured_steps = max(1, latency_steps(kind, self.transport, size))
-        per_step = kind_fit.alpha_s / measured_steps
+        per_step = kind_fit.alpha_s / max(1, latency_steps(kind, self.transport, size))
         steps = latency_steps(kind, self.transport, group)
         if not calls:
             return 0.0
-        log = self.source != "measured"
         read = kind_fit.interpolated(wire / calls, log=log) - kind_fit.alpha_s
         return calls * (steps * per_step + max(read, 0.0))
 
