@@ -24,16 +24,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common.report import (
-    outputs,
-    pages,
-    projection_memory,
-    projection_plot,
-    projection_report,
-    size_table,
-    tables,
-    verdict,
-)
+from common.projection import chart, memory_at_n, summary
+from common.report import outputs, pages, size_table, tables, verdict
 from common.report.inputs import load_runs
 from common.report.rows import group_runs, rows_for
 from common.report.runs import RecordedRun
@@ -117,7 +109,7 @@ def _main(argv: list[str] | None) -> int:
         "--project",
         metavar="N,N,...",
         help="project each run to these worker counts with a link profile (e.g. 2,8,64,512); "
-        f"default {projection_report.DEFAULT_WORKERS} when --links is given or the results hold a "
+        f"default {summary.DEFAULT_WORKERS} when --links is given or the results hold a "
         "links*.json (the preflight writes one)",
     )
     parser.add_argument(
@@ -146,20 +138,16 @@ def _main(argv: list[str] | None) -> int:
         parser.error(f"--target is an accuracy in (0, 1], got {args.target}")
     if args.project is not None:  # before any work: an empty or malformed list is refused
         try:
-            projection_report.worlds(args.project)
+            summary.worlds(args.project)
         except ValueError as error:
             parser.error(str(error))
     device = None
     if args.device_memory is not None:
         try:
-            device = projection_memory.device_bytes(args.device_memory)
+            device = memory_at_n.device_bytes(args.device_memory)
         except ValueError as error:
             parser.error(str(error))
-        if (
-            args.project is None
-            and not args.links
-            and not projection_report.profiles_in(args.results)
-        ):
+        if args.project is None and not args.links and not summary.profiles_in(args.results):
             parser.error(
                 "--device-memory prices the projection's worker counts: give --project N,N,... "
                 "and a link profile (--links, or a links*.json among the results)"
@@ -196,21 +184,19 @@ def _main(argv: list[str] | None) -> int:
     if args.format in ("terminal", "markdown") and all_rows:
         bullet = "  *" if args.format == "terminal" else "-"
         print("\n".join(f"{bullet} {note}" for note in tables.footnotes(all_rows, target)))
-    if args.project is None and (args.links or projection_report.profiles_in(args.results)):
-        args.project = projection_report.DEFAULT_WORKERS
+    if args.project is None and (args.links or summary.profiles_in(args.results)):
+        args.project = summary.DEFAULT_WORKERS
     if args.project:
         try:
-            projected = projection_report.report(
-                runs, args.project, args.links, args.results, args.scaling
-            )
+            projected = summary.report(runs, args.project, args.links, args.results, args.scaling)
         except ValueError as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
-        memory: list[projection_memory.MemoryRow] = []
+        memory: list[memory_at_n.MemoryRow] = []
         if device is not None:
-            counts = projection_report.worlds(args.project)
+            counts = summary.worlds(args.project)
             try:
-                memory = projection_memory.memory_rows(runs, counts, args.scaling, device)
+                memory = memory_at_n.memory_rows(runs, counts, args.scaling, device)
             except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:
                 print(f"error: {error}", file=sys.stderr)
                 return 1
@@ -218,19 +204,19 @@ def _main(argv: list[str] | None) -> int:
             as_data = projected.as_dict()
             if device is not None:
                 as_data["memory"] = [dataclasses.asdict(row) for row in memory]
-                largest = projection_memory.largest_fitting(memory)
+                largest = memory_at_n.largest_fitting(memory)
                 as_data["largest_fitting"] = [dataclasses.asdict(fit) for fit in largest]
             print(json.dumps({"projection": as_data}))
         else:
             print(projected.text)
             if device is not None:
-                print("\n".join(projection_memory.lines(memory, device)))
+                print("\n".join(memory_at_n.lines(memory, device)))
     for note in notes:
         print(f"not side by side: {note}", file=sys.stderr)
 
     section = None
     if args.out and runs and args.project:
-        projected_plot = projection_plot.plot(projected, args.out)
+        projected_plot = chart.plot(projected, args.out)
         if projected_plot:
             print(f"projection plot: {projected_plot}")
         listed = ("  > ", "  * ")  # the sentences and caveats: a list of their own on the page

@@ -1,5 +1,5 @@
 """Measure the links of a launch with TensorFlow's own collectives (MultiWorkerMirroredStrategy's
-RING or NCCL, as training uses them) and write a link profile (`common.core.measure.links`).
+RING or NCCL, as training uses them) and write a link profile (`common.projection.link_profile`).
 One worker of any launcher:
 
     python -m common.launch --nproc 2 -- python -m tf_impl.links --out results/links.json
@@ -13,7 +13,7 @@ import time
 
 import tensorflow as tf
 
-from common.core.measure import link_tool
+from common.projection import link_bench
 from tf_impl import dist
 
 
@@ -54,7 +54,7 @@ def _transport(info: dist.DistInfo, cfg) -> str:
     return "ring" if chosen == "auto" and info.device_type == "cpu" else chosen
 
 
-SIDE = link_tool.Side(
+SIDE = link_bench.Side(
     framework="tf",
     kinds=("all_reduce", "all_gather"),
     setup=dist.setup_distributed,
@@ -67,7 +67,7 @@ SIDE = link_tool.Side(
 
 
 def main(argv: list[str] | None = None) -> int:
-    return link_tool.main(SIDE, "python -m tf_impl.links", __doc__, argv)
+    return link_bench.main(SIDE, "python -m tf_impl.links", __doc__, argv)
 
 
 if __name__ == "__main__":

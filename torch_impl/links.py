@@ -1,5 +1,5 @@
 """Measure the links of a launch with torch's own collectives (gloo or NCCL, as training uses
-them) and write a link profile (`common.core.measure.links`). One rank of any launcher:
+them) and write a link profile (`common.projection.link_profile`). One rank of any launcher:
 
     python -m common.launch --nproc 2 -- python -m torch_impl.links --out results/links.json
     srun python -m torch_impl.links --out results/links.json
@@ -18,7 +18,7 @@ import time
 import torch
 import torch.distributed as torch_dist
 
-from common.core.measure import link_tool, links
+from common.projection import link_bench, link_profile
 from torch_impl import dist
 from torch_impl.parallel import resolve_strategy
 
@@ -74,9 +74,9 @@ def _setup(cfg, spec) -> dist.DistInfo:
     return dist.setup_distributed(resolve_strategy(cfg, spec.world_size), spec)
 
 
-SIDE = link_tool.Side(
+SIDE = link_bench.Side(
     framework="torch",
-    kinds=links.KIND_NAMES,
+    kinds=link_profile.KIND_NAMES,
     setup=_setup,
     timer=timer,
     group_timer=timer,
@@ -88,7 +88,7 @@ SIDE = link_tool.Side(
 
 
 def main(argv: list[str] | None = None) -> int:
-    return link_tool.main(SIDE, "python -m torch_impl.links", __doc__, argv)
+    return link_bench.main(SIDE, "python -m torch_impl.links", __doc__, argv)
 
 
 if __name__ == "__main__":

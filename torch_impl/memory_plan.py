@@ -19,7 +19,7 @@ reduce-scatter buffers), so the tracker sees them. What it counts, at the step's
   buffers      the collectives' buffers (all-gather and reduce-scatter outputs; ddp: its
                gradient buckets, one more copy of the gradients)
 Tensor bytes only: the process's own base (the framework, the data, CUDA's context) is not a
-tensor; `common.report.projection_memory` adds the run's measured baseline to it.
+tensor; `common.projection.memory_at_n` adds the run's measured baseline to it.
 Tracker used: FSDPMemTracker for fully_shard (fsdp2, hsdp), MemTracker for the replica (single;
 ddp is the replica stepped alone, since the fake group cannot run DDP's all-reduce hook, plus
 its buckets). fsdp1 is not priced: neither tracker follows FSDP1's flat parameters.

@@ -22,9 +22,9 @@ from pathlib import Path
 import torch
 from torch._inductor import comm_analysis
 
-from common.core.measure import links
 from common.core.measure.traffic import wire_bytes
 from common.core.records import provenance
+from common.projection import link_profile
 
 SIZES = [2**power for power in range(3, 27)]  # 8 B to 64 MiB: a model's points cost nothing
 COLLECTIVES = {
@@ -43,19 +43,19 @@ def seconds(kind: str, payload: int, group: int) -> float:
     )
 
 
-def fits(group: int) -> dict[str, links.KindFit]:
+def fits(group: int) -> dict[str, link_profile.KindFit]:
     found = {}
     for kind in COLLECTIVES:
         points = [
-            links.Point(
+            link_profile.Point(
                 payload_bytes=size,
                 wire_bytes=wire_bytes(kind, size, group),
                 seconds=seconds(kind, size, group),
             )
             for size in SIZES
         ]
-        alpha, beta = links.fit(points)
-        found[kind] = links.KindFit(alpha_s=alpha, beta_s_per_byte=beta, points=points)
+        alpha, beta = link_profile.fit(points)
+        found[kind] = link_profile.KindFit(alpha_s=alpha, beta_s_per_byte=beta, points=points)
     return found
 
 
@@ -68,10 +68,10 @@ def where() -> str:
     return f"{gpu} GPUs, 8 a node (assumed: no GPU seen here)"
 
 
-def profile(worlds: list[int]) -> links.LinkProfile:
+def profile(worlds: list[int]) -> link_profile.LinkProfile:
     """A profile of torch's NCCL model at each of `worlds` (2 ranks or more)."""
     smallest = min(worlds)
-    return links.LinkProfile(
+    return link_profile.LinkProfile(
         time=provenance.utc_now(),
         framework="torch",
         transport="nccl",
@@ -105,11 +105,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     try:
-        links.writable(Path(args.out))
+        link_profile.writable(Path(args.out))
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"link profile: {links.write(profile(worlds), args.out)}")
+    print(f"link profile: {link_profile.write(profile(worlds), args.out)}")
     return 0
 
 

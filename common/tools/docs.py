@@ -24,13 +24,13 @@ from pydantic_core import PydanticUndefined
 from common.checks import rules
 from common.core.config import strategies
 from common.core.config.config import Config
-from common.core.measure import links
 from common.core.records import schema
 from common.core.records.fields import meaning
 from common.core.records.records import ENTRIES, KINDS
 from common.models import weights, zoo
 from common.models.config import ModelConfig
-from common.report import projection_report, tables
+from common.projection import link_profile, summary
+from common.report import tables
 
 FOLDER = Path(__file__).resolve().parents[2] / "docs" / "reference"
 SCHEMA_FILE = FOLDER.parent / "metrics.schema.json"  # the records' JSON Schema
@@ -224,8 +224,8 @@ def _schemas() -> list[tuple[Path, str]]:
     """The JSON Schemas beside the pages: the records', the link profile's, the projection's."""
     return [
         (SCHEMA_FILE, schema.text()),
-        (LINKS_SCHEMA_FILE, links.schema_text()),
-        (PROJECTION_SCHEMA_FILE, projection_report.schema_text()),
+        (LINKS_SCHEMA_FILE, link_profile.schema_text()),
+        (PROJECTION_SCHEMA_FILE, summary.schema_text()),
     ]
 
 

@@ -31,10 +31,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common.core.measure import collectives, devices, link_tool, links
+from common.core.measure import collectives, devices
 from common.core.records import metrics
 from common.core.records.records import METRICS_FILENAME, Epoch, RunEnd
 from common.core.train import programs
+from common.projection import link_bench, link_profile
 
 MARK = "PREFLIGHT "
 SIZES = [8 * 8**k for k in range(8)] + [64 * 2**20]  # 8 B, 64 B, ... 16 MiB, 64 MiB
@@ -147,7 +148,7 @@ def probe(framework: str, start: list[str], device: str, tf32: bool) -> dict[str
     )
 
 
-def link_profile(
+def profile_links(
     framework: str, start: list[str], device: str, folder: Path, max_bytes: int, tiers: bool
 ) -> list[str]:
     """Run the framework's link tool, up to `max_bytes` a call (`tiers`: with --tiers); the
@@ -161,7 +162,7 @@ def link_profile(
     if done.returncode != 0 or not out.is_file():
         tail = " ".join((done.stderr or done.stdout).split())[-600:]
         raise Failed(f"{framework} link profile failed (exit {done.returncode}): {tail}")
-    profile = links.read(out)
+    profile = link_profile.read(out)
     lines = [f"  links      {out} ({profile.transport}, {profile.world_size} ranks)"]
     for kind, fit in profile.kinds.items():
         bandwidth = 1 / fit.beta_s_per_byte / 1e9 if fit.beta_s_per_byte else float("inf")
@@ -169,7 +170,7 @@ def link_profile(
             f"             {kind:<15} alpha {fit.alpha_s * 1e6:9.1f} µs  "
             f"1/beta {bandwidth:8.3f} GB/s"
         )
-    return lines + [f"           {line}" for line in link_tool.tier_lines(profile)]
+    return lines + [f"           {line}" for line in link_bench.tier_lines(profile)]
 
 
 def _size(count: int) -> str:
@@ -259,16 +260,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--links-max-bytes",
         type=int,
-        default=links.SIZES[-1],
+        default=link_profile.SIZES[-1],
         metavar="BYTES",
-        help=f"the link profile's largest call (default {links.SIZES[-1]:,}: 64 MiB; a smaller one "
-        "measures slow links sooner, and fits on fewer sizes)",
+        help=f"the link profile's largest call (default {link_profile.SIZES[-1]:,}: 64 MiB; "
+        "a smaller one measures slow links sooner, and fits on fewer sizes)",
     )
     args = parser.parse_args(argv)
-    if args.links_max_bytes < links.SIZES[1]:
+    if args.links_max_bytes < link_profile.SIZES[1]:
         parser.error(
             f"--links-max-bytes {args.links_max_bytes}: a fit takes two sizes at least, and the "
-            f"second is {links.SIZES[1]} bytes"
+            f"second is {link_profile.SIZES[1]} bytes"
         )
     start = launcher(args.launcher, args.nproc)
     with tempfile.TemporaryDirectory(prefix="preflight-") as scratch:
@@ -279,8 +280,8 @@ def main(argv: list[str] | None = None) -> int:
                 linked = []
                 if found["world_size"] > 1:  # --tiers: torch's only (MWMS has no sub-groups)
                     nodes = [rank["node"] for rank in found["ranks"]]
-                    tiers = framework == "torch" and link_tool.tiers_fit(nodes)
-                    linked = link_profile(
+                    tiers = framework == "torch" and link_bench.tiers_fit(nodes)
+                    linked = profile_links(
                         framework, start, args.device, args.links_dir, args.links_max_bytes, tiers
                     )
                 rows = train(framework, start, found, device=args.device, out=out)

@@ -1,5 +1,6 @@
 """common/ is the framework-free spine, in subpackages by job whose imports only go down:
-tools (bench, sizes, preflight) over report (what compare shows) over core (what a run is made
+tools (bench, sizes, preflight) over projection (a run priced at other worker counts) over
+report (what compare shows) over core (what a run is made
 of) over models (what is trained) over data (what it trains on), launch (how ranks meet),
 checks (what a value may be) and storage (files written whole)."""
 
@@ -21,7 +22,8 @@ LAYERS = {
     "models": 1,
     "core": 2,
     "report": 3,
-    "tools": 4,
+    "projection": 4,
+    "tools": 5,
 }
 
 

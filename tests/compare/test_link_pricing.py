@@ -6,9 +6,8 @@ replicas on the tier across nodes."""
 import pytest
 
 from common.core.config.config_io import load_config
-from common.core.measure import links
 from common.core.records.entries import TrafficEntry
-from common.report import projection_model
+from common.projection import link_profile, step_model
 from common.report.runs import RecordedRun
 from tests.compare.test_projection import profile
 from tests.records import changed, epoch, start
@@ -17,10 +16,10 @@ from tests.records import changed, epoch, start
 def test_a_group_measured_on_its_own_is_priced_by_its_own_fit():
     """A profile that also measured 8 ranks (alpha 3 ms, 2 ns a byte) prices a call over 8 by
     that fit, and a call over 4 (not measured) from the 2-rank fit's steps, as before."""
-    fit8 = links.KindFit(
+    fit8 = link_profile.KindFit(
         alpha_s=3e-3,
         beta_s_per_byte=2e-9,
-        points=[links.Point(payload_bytes=8, wire_bytes=14, seconds=3e-3)] * 2,
+        points=[link_profile.Point(payload_bytes=8, wire_bytes=14, seconds=3e-3)] * 2,
     )
     both = profile().model_copy(update={"groups": {8: {"all_reduce": fit8}}})
     assert both.seconds("all_reduce", 2, 1e6, 8) == pytest.approx(2 * 3e-3 + 1e6 * 2e-9)
@@ -32,10 +31,10 @@ def test_a_size_not_measured_takes_the_latency_per_step_of_the_largest_size_belo
     """Measured at 2 ranks (0.5 ms a step) and at 8 (3 ms over gloo's 14 steps): 64 ranks take
     8's figures (126 steps of 3/14 ms, 2 ns a byte), 4 ranks take 2's, and the per-step
     latencies are shown as measured."""
-    fit8 = links.KindFit(
+    fit8 = link_profile.KindFit(
         alpha_s=3e-3,
         beta_s_per_byte=2e-9,
-        points=[links.Point(payload_bytes=8, wire_bytes=14, seconds=3e-3)] * 2,
+        points=[link_profile.Point(payload_bytes=8, wire_bytes=14, seconds=3e-3)] * 2,
     )
     both = profile().model_copy(update={"groups": {8: {"all_reduce": fit8}}})
     assert both.seconds("all_reduce", 1, 1e6, 64) == pytest.approx(126 * 3e-3 / 14 + 2e-3)
@@ -50,10 +49,10 @@ def test_a_measured_group_is_priced_from_its_points_where_the_time_bends():
     priced by the fit came out 21% under the step time shaping added. Between two points a call
     is read off the straight line through them; past the last, that point plus beta a byte."""
     points = [
-        links.Point(payload_bytes=size, wire_bytes=size, seconds=seconds)
+        link_profile.Point(payload_bytes=size, wire_bytes=size, seconds=seconds)
         for size, seconds in ((4096, 1.73e-3), (262_144, 24.9e-3), (2_097_152, 196.57e-3))
     ]
-    fit = links.KindFit(alpha_s=1.62e-3, beta_s_per_byte=74.2e-9, points=points)
+    fit = link_profile.KindFit(alpha_s=1.62e-3, beta_s_per_byte=74.2e-9, points=points)
     ring = profile().model_copy(update={"kinds": {"all_reduce": fit}})
     between = 24.9e-3 + (437_544 - 262_144) * (196.57e-3 - 24.9e-3) / (2_097_152 - 262_144)
     assert ring.seconds("all_reduce", 1, 437_544, 2) == pytest.approx(between)  # 41.3 ms
@@ -70,10 +69,10 @@ def test_a_size_not_measured_reads_its_bytes_off_the_measured_points():
     beta, mwms's 2-node run projected to 4 nodes came out 17% faster than it measured, in make
     test-scaling on [D]; read off the points, 1%)."""
     points = [
-        links.Point(payload_bytes=size, wire_bytes=size, seconds=seconds)
+        link_profile.Point(payload_bytes=size, wire_bytes=size, seconds=seconds)
         for size, seconds in ((4096, 1.73e-3), (262_144, 24.9e-3), (2_097_152, 196.57e-3))
     ]
-    fit = links.KindFit(alpha_s=1.62e-3, beta_s_per_byte=74.2e-9, points=points)
+    fit = link_profile.KindFit(alpha_s=1.62e-3, beta_s_per_byte=74.2e-9, points=points)
     ring = profile().model_copy(update={"kinds": {"all_reduce": fit}})
     wire = 656_316  # 2 x 3/4 of 437,544 bytes
     read = 24.9e-3 + (wire - 262_144) * (196.57e-3 - 24.9e-3) / (2_097_152 - 262_144)
@@ -82,12 +81,14 @@ def test_a_size_not_measured_reads_its_bytes_off_the_measured_points():
     assert ring.seconds("all_reduce", 0, 0.0, 4) == 0.0
 
 
-def _fit(alpha_s: float, beta_s_per_byte: float) -> links.KindFit:
+def _fit(alpha_s: float, beta_s_per_byte: float) -> link_profile.KindFit:
     points = [
-        links.Point(payload_bytes=size, wire_bytes=size, seconds=alpha_s + size * beta_s_per_byte)
+        link_profile.Point(
+            payload_bytes=size, wire_bytes=size, seconds=alpha_s + size * beta_s_per_byte
+        )
         for size in (8, 1 << 20)
     ]
-    return links.KindFit(alpha_s=alpha_s, beta_s_per_byte=beta_s_per_byte, points=points)
+    return link_profile.KindFit(alpha_s=alpha_s, beta_s_per_byte=beta_s_per_byte, points=points)
 
 
 def _hsdp_run() -> RecordedRun:
@@ -129,26 +130,26 @@ def test_hsdp_prices_its_shards_within_a_node_and_its_replicas_across_nodes():
     flat = profile().model_copy(
         update={"world_size": 4, "hosts": ["n1", "n1", "n2", "n2"], "kinds": {}}
     )
-    kinds = {kind: _fit(2e-3, 2e-9) for kind in links.KIND_NAMES}
+    kinds = {kind: _fit(2e-3, 2e-9) for kind in link_profile.KIND_NAMES}
     flat = flat.model_copy(update={"kinds": kinds})
     tiers = {
-        "intra_node": links.Tier(
-            ranks=2, groups=2, kinds={kind: _fit(1e-4, 1e-10) for kind in links.KIND_NAMES}
+        "intra_node": link_profile.Tier(
+            ranks=2, groups=2, kinds={kind: _fit(1e-4, 1e-10) for kind in link_profile.KIND_NAMES}
         ),
-        "inter_node": links.Tier(
-            ranks=2, groups=2, kinds={kind: _fit(1e-3, 1e-9) for kind in links.KIND_NAMES}
+        "inter_node": link_profile.Tier(
+            ranks=2, groups=2, kinds={kind: _fit(1e-3, 1e-9) for kind in link_profile.KIND_NAMES}
         ),
     }
     tiered = flat.model_copy(update={"tiers": tiers})
-    assert projection_model.communication_s(run, tiered, 4) == pytest.approx(1.54e-3)
-    assert projection_model.communication_s(run, tiered, 8) == pytest.approx(3.64e-3)
+    assert step_model.communication_s(run, tiered, 4) == pytest.approx(1.54e-3)
+    assert step_model.communication_s(run, tiered, 8) == pytest.approx(3.64e-3)
     # one tier: the launch's fit over 4 ranks (2 ms, 2 ns a byte) scaled to groups of 2 by its
     # latency per step: all-gathers 2 x (2/3 ms + 200 us), reduce-scatter and all-reduce
     # 2/3 ms + 400 us each
-    assert projection_model.communication_s(run, flat, 4) == pytest.approx(3.8667e-3, rel=1e-4)
-    _, said = projection_model.project(run, flat, [8])
+    assert step_model.communication_s(run, flat, 4) == pytest.approx(3.8667e-3, rel=1e-4)
+    _, said = step_model.project(run, flat, [8])
     assert any("measure the profile with --tiers" in line for line in said), said
-    _, said = projection_model.project(run, tiered, [8])
+    _, said = step_model.project(run, tiered, [8])
     assert not any("--tiers" in line for line in said), said
 
 
@@ -169,5 +170,5 @@ def test_two_runs_trade_places_at_a_bandwidth_worked_by_hand_at_the_profiles_own
         e.model_copy(update={"traffic": bigger, "samples_per_s": 8000.0}) for e in heavy.epochs
     ]
     other = RecordedRun("o/metrics.jsonl", [heavy.start, *epochs])
-    found = projection_model.crossover(ddp_run(), other, (profile(), profile()), 2)
+    found = step_model.crossover(ddp_run(), other, (profile(), profile()), 2)
     assert found == "0.5x the profile's bandwidth"

@@ -9,15 +9,14 @@ import pytest
 
 import compare
 from common.core.config.config_io import load_config
-from common.core.measure import links
-from common.report import projection_memory
+from common.projection import link_profile, memory_at_n
 from tests.compare.test_projection import profile
 from tests.records import write_run
 
 
 def memory_rows(tmp_path, capsys, device: str) -> list[dict]:
     write_run(tmp_path / "run" / "metrics.jsonl")
-    links.write(profile(), tmp_path / "links.json")
+    link_profile.write(profile(), tmp_path / "links.json")
     argv = [str(tmp_path), "--project", "2,8", "--device-memory", device, "--format", "json"]
     assert compare.main(argv) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -42,7 +41,7 @@ def test_the_largest_size_that_fits_is_named_per_strategy(tmp_path, capsys):
     write_run(tmp_path / "small" / "metrics.jsonl")
     big = load_config(None, ["train.target_accuracy=0.9", "model.hidden=[2048,2048]"])
     write_run(tmp_path / "big" / "metrics.jsonl", cfg=big)
-    links.write(profile(), tmp_path / "links.json")
+    link_profile.write(profile(), tmp_path / "links.json")
     argv = [str(tmp_path), "--project", "2,8", "--device-memory", "32MiB"]
     assert compare.main(argv) == 0
     out = capsys.readouterr().out
@@ -83,6 +82,6 @@ def test_a_device_size_without_a_projection_is_refused_not_ignored(tmp_path, cap
 
 
 def test_sizes_read_in_both_units():
-    assert projection_memory.device_bytes("80GiB") == 80 * 2**30
-    assert projection_memory.device_bytes("40GB") == 40 * 10**9
-    assert projection_memory.device_bytes("1.5MiB") == 3 * 2**19
+    assert memory_at_n.device_bytes("80GiB") == 80 * 2**30
+    assert memory_at_n.device_bytes("40GB") == 40 * 10**9
+    assert memory_at_n.device_bytes("1.5MiB") == 3 * 2**19

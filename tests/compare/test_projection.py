@@ -8,22 +8,21 @@ import jsonschema
 import pytest
 
 import compare
-from common.core.measure import links
 from common.core.records.entries import StepSplit, TrafficEntry
-from common.report import projection_model
+from common.projection import link_profile, step_model
 from common.report.runs import RecordedRun
 from tests.records import changed, epoch, start, write_run
 
 MB = 1_000_000
 
 
-def profile(hosts=("localhost",)) -> links.LinkProfile:
+def profile(hosts=("localhost",)) -> link_profile.LinkProfile:
     points = [  # 1 ms a call, 1 GB/s
-        links.Point(payload_bytes=size, wire_bytes=size, seconds=1e-3 + size * 1e-9)
+        link_profile.Point(payload_bytes=size, wire_bytes=size, seconds=1e-3 + size * 1e-9)
         for size in (8, 1 << 20)
     ]
-    fit = links.KindFit(alpha_s=1e-3, beta_s_per_byte=1e-9, points=points)
-    return links.LinkProfile(
+    fit = link_profile.KindFit(alpha_s=1e-3, beta_s_per_byte=1e-9, points=points)
+    return link_profile.LinkProfile(
         time="2026-11-24T00:00:00+00:00",
         framework="torch",
         transport="gloo",
@@ -36,9 +35,9 @@ def profile(hosts=("localhost",)) -> links.LinkProfile:
     )
 
 
-def profiles(**by_framework: links.LinkProfile):
+def profiles(**by_framework: link_profile.LinkProfile):
     """compare's profiles of a projection: torch's `profile()` unless others are given."""
-    from common.report.projection_report import Profiles
+    from common.projection.summary import Profiles
 
     chosen = by_framework or {"torch": profile()}
     return Profiles({name: (Path(f"links-{name}.json"), fit) for name, fit in chosen.items()})
@@ -88,8 +87,8 @@ def test_a_strong_scaling_step_is_compute_shared_out_plus_the_ring_at_the_new_si
     run = ddp_run()
     assert run.start.global_batch_size == 64 and run.start.world_size == 2
     # at 2 ranks: 1 ms + 1 MB x 2(1)/2 x 1 ns = 2 ms of the 10 ms step; compute 8 ms
-    assert projection_model.communication_s(run, profile(), 2) == pytest.approx(2e-3)
-    (at8,), caveats = projection_model.project(run, profile(), [8])
+    assert step_model.communication_s(run, profile(), 2) == pytest.approx(2e-3)
+    (at8,), caveats = step_model.project(run, profile(), [8])
     # at 8 ranks: compute 8 ms x 2/8 = 2 ms; the ring's latency: alpha was 2 steps of 0.5 ms at
     # 2 ranks, and at 8 an all-reduce takes 2(8-1) = 14 of them, 7 ms; 1 MB x 2(7)/8 x 1 ns =
     # 1.75 ms on the wire: 8.75 ms
@@ -105,7 +104,7 @@ def test_overhead_stays_and_a_replica_s_optimizer_stays_while_compute_is_shared_
     ddp's optimizer (a replica) 2 ms, overhead 3 ms, communication 8.75 ms: 14.5 ms without
     overlap (10.75 ms when all of it was taken as compute)."""
     run = ddp_run(step_split=split(compute_s=3e-3, optimizer_s=2e-3))
-    (at8,), caveats = projection_model.project(run, profile(), [8])
+    (at8,), caveats = step_model.project(run, profile(), [8])
     assert caveats == [] and at8.overhead_s == pytest.approx(3e-3)
     assert at8.step_slow_s == pytest.approx(0.75e-3 + 2e-3 + 3e-3 + 8.75e-3)
     assert at8.step_fast_s == pytest.approx(8.75e-3)  # communication is the longer
@@ -117,13 +116,13 @@ def test_a_split_larger_than_the_step_leaves_no_overhead_and_none_is_said():
     """A profiled step runs slower than the median (the profiler's own cost): its compute is
     taken up to what the step leaves; without a split the caveat says what was assumed."""
     run = ddp_run(step_split=split(compute_s=20e-3, optimizer_s=5e-3))
-    (at8,), caveats = projection_model.project(run, profile(), [8])
+    (at8,), caveats = step_model.project(run, profile(), [8])
     assert caveats == [] and at8.overhead_s == 0 and at8.step_slow_s == pytest.approx(10.75e-3)
     bare = RecordedRun(
         "r/metrics.jsonl",
         [ddp_run().start, *(changed(e, step_split=None) for e in ddp_run().epochs)],
     )
-    (same,), caveats = projection_model.project(bare, profile(), [8])
+    (same,), caveats = step_model.project(bare, profile(), [8])
     assert same.step_slow_s == pytest.approx(10.75e-3)
     (said,) = caveats
     assert said.startswith("torch ddp x2: no step split recorded") and "shrink" in said, said
@@ -147,11 +146,11 @@ def test_latency_grows_with_the_steps_of_the_algorithm():
 
 def test_no_rank_is_projected_without_a_sample_under_strong_scaling():
     """Global batch 64: 64 workers keep one sample each, 512 would keep an eighth."""
-    rows, caveats = projection_model.project(ddp_run(), profile(), [8, 64, 512])
+    rows, caveats = step_model.project(ddp_run(), profile(), [8, 64, 512])
     assert [row.world for row in rows] == [8, 64]
     (said,) = caveats
     assert "not projected to 512 workers" in said and "64 workers at most" in said, said
-    rows, caveats = projection_model.project(ddp_run(), profile(), [512], scaling="weak")
+    rows, caveats = step_model.project(ddp_run(), profile(), [512], scaling="weak")
     (at512,) = rows
     assert caveats == [] and at512.world == 512
     # weak: each rank keeps 32 samples and its 8 ms of compute; the global batch is 16,384
@@ -161,13 +160,11 @@ def test_no_rank_is_projected_without_a_sample_under_strong_scaling():
 
 
 def test_what_cannot_be_projected_is_said_not_guessed():
-    rows, caveats = projection_model.project(ddp_run(), profile(), [1])
+    rows, caveats = step_model.project(ddp_run(), profile(), [1])
     assert rows == [] and "not projected to 1 workers, below its own 2" in caveats[0]
-    rows, caveats = projection_model.project(ddp_run(traffic=False), profile(), [8])
+    rows, caveats = step_model.project(ddp_run(traffic=False), profile(), [8])
     assert rows == [] and "no traffic recorded" in caveats[0]
-    assert "measured on elsewhere" in projection_model.host_caveat(
-        [ddp_run()], profile(["elsewhere"])
-    )
+    assert "measured on elsewhere" in step_model.host_caveat([ddp_run()], profile(["elsewhere"]))
 
 
 def test_compare_projects_with_a_profile_and_refuses_without_one(tmp_path, capsys):
@@ -176,7 +173,7 @@ def test_compare_projects_with_a_profile_and_refuses_without_one(tmp_path, capsy
     assert "--project needs a link profile" in capsys.readouterr().err
     assert compare.main([str(tmp_path), "--project", "8", "--links", str(tmp_path / "no")]) == 1
     assert "no such file" in capsys.readouterr().err
-    links.write(profile(), tmp_path / "links.json")
+    link_profile.write(profile(), tmp_path / "links.json")
     with pytest.raises(SystemExit) as refused:  # before any work, as a usage error
         compare.main([str(tmp_path), "--project", "8,x"])
     assert refused.value.code == 2
@@ -189,16 +186,16 @@ def test_compare_projects_with_a_profile_and_refuses_without_one(tmp_path, capsy
 
 
 def test_each_run_is_explained_by_its_bytes_and_the_links_cost():
-    from common.report import step_reasons
+    from common.projection import reasons
 
-    (said,) = step_reasons.shares([ddp_run()], profiles().of)
+    (said,) = reasons.shares([ddp_run()], profiles().of)
     # 1 MB in 1 all-reduce; 1 ms + 1 MB x 1 ns = 2 ms of the 10 ms step
     assert said.startswith(
         "torch ddp x2 sends 1 MB per rank per step in 1 collective; at this profile's costs "
         "that is 2 ms of its 10 ms step (20%); the rest, as its profiled step split it: "
         "compute 8 ms"
     ), said
-    assert step_reasons.shares([ddp_run(traffic=False)], profiles().of) == []
+    assert reasons.shares([ddp_run(traffic=False)], profiles().of) == []
 
 
 def _sized(strategy: str, params: int, samples_per_s: float) -> RecordedRun:
@@ -209,7 +206,7 @@ def _sized(strategy: str, params: int, samples_per_s: float) -> RecordedRun:
 
 
 def test_the_model_size_where_two_strategies_trade_places_is_named():
-    from common.report import projection_report
+    from common.projection import summary
 
     # ddp is faster at 1M parameters (6,400 against 3,200 samples/s), fsdp2 at 100M (200 vs 100)
     runs = [
@@ -218,7 +215,7 @@ def test_the_model_size_where_two_strategies_trade_places_is_named():
         _sized("ddp", 10**8, 100.0),
         _sized("fsdp2", 10**8, 200.0),
     ]
-    (said,) = projection_report._size_flips(runs, profiles(), [2])
+    (said,) = summary._size_flips(runs, profiles(), [2])
     assert said.startswith("At 2 workers, torch ddp x2 and torch fsdp2 x2 trade places near ")
     assert "(measured at 1M and 100M): below it torch ddp x2 is faster" in said
     near = float(said.split("near ")[1].split("M")[0])
@@ -230,8 +227,8 @@ def test_the_model_size_where_two_strategies_trade_places_is_named():
         _sized("ddp", 10**8, 300.0),
         _sized("fsdp2", 10**8, 200.0),
     ]
-    assert projection_report._size_flips(same, profiles(), [2]) == []
-    assert projection_report._size_flips(runs, profiles(), [1]) == []
+    assert summary._size_flips(same, profiles(), [2]) == []
+    assert summary._size_flips(runs, profiles(), [1]) == []
 
 
 def test_each_run_is_priced_with_its_own_frameworks_profile():
@@ -259,7 +256,7 @@ def test_the_json_output_holds_the_projection_as_data(tmp_path, capsys):
     import json
 
     write_run(tmp_path / "run" / "metrics.jsonl")
-    links.write(profile(), tmp_path / "links.json")
+    link_profile.write(profile(), tmp_path / "links.json")
     assert compare.main([str(tmp_path), "--project", "8", "--format", "json"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     (projection,) = [line["projection"] for line in lines if "projection" in line]

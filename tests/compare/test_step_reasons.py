@@ -2,10 +2,9 @@
 torch ddp x2 (a 10 ms step) beside a torch fsdp2 x2 of 20 ms, both with a profiled step split."""
 
 import compare
-from common.core.measure import links
 from common.core.records.entries import TrafficEntry
 from common.core.records.metrics import MetricsWriter
-from common.report import step_reasons
+from common.projection import link_profile, reasons
 from common.report.runs import RecordedRun
 from tests.compare.test_projection import MB, ddp_run, profile, split
 from tests.records import changed
@@ -38,7 +37,7 @@ def fsdp2_run() -> RecordedRun:
 
 def test_each_step_is_said_in_parts_that_add_up_to_it():
     ddp = ddp_run(step_split=split(compute_s=6e-3, optimizer_s=2e-3))
-    said = step_reasons.shares([ddp, fsdp2_run()], lambda run: profile())
+    said = reasons.shares([ddp, fsdp2_run()], lambda run: profile())
     assert said[0].startswith("torch ddp x2 sends 1 MB per rank per step in 1 collective; ")
     assert "that is 2 ms of its 10 ms step (20%)" in said[0], said[0]
     assert "compute 6 ms" in said[0] and "optimizer 2 ms (a whole replica's)" in said[0]
@@ -51,9 +50,7 @@ def test_a_sharded_step_is_set_against_a_replicated_one_part_by_part_and_at_more
     """At 8 workers: ddp 6 x 2/8 + 2 (a replica's optimizer) + 0 + 8.75 (test_projection's
     ring) = 12.25 ms; fsdp2 1.5 + 1 x 2/8 + 7 + 3 x (14 x 0.5 ms + 1 MB x 14/8 x 1 ns) = 35 ms."""
     ddp = ddp_run(step_split=split(compute_s=6e-3, optimizer_s=2e-3))
-    (said,) = step_reasons.sharded_against_replicated(
-        [ddp, fsdp2_run()], lambda run: profile(), [2, 8]
-    )
+    (said,) = reasons.sharded_against_replicated([ddp, fsdp2_run()], lambda run: profile(), [2, 8])
     assert said.startswith(
         "torch fsdp2 x2 takes 20 ms a step, 2x torch ddp x2's 10 ms; the 10 ms between them: "
         "communication +4 ms, overhead +7 ms, compute +0 ms, optimizer -1 ms "
@@ -67,11 +64,11 @@ def test_no_pair_is_made_without_a_split_or_across_worker_counts():
         "r/metrics.jsonl",
         [ddp_run().start, *(changed(e, step_split=None) for e in ddp_run().epochs)],
     )
-    pairs = step_reasons.sharded_against_replicated([bare, fsdp2_run()], lambda r: profile(), [8])
+    pairs = reasons.sharded_against_replicated([bare, fsdp2_run()], lambda r: profile(), [8])
     assert pairs == []
     sharded = fsdp2_run()
     four = RecordedRun(sharded.path, [changed(sharded.start, world_size=4), *sharded.epochs])
-    assert step_reasons.sharded_against_replicated([ddp_run(), four], lambda r: profile(), []) == []
+    assert reasons.sharded_against_replicated([ddp_run(), four], lambda r: profile(), []) == []
 
 
 def test_the_report_pages_hold_the_projection_with_its_reasons(tmp_path):
@@ -82,7 +79,7 @@ def test_the_report_pages_hold_the_projection_with_its_reasons(tmp_path):
         with MetricsWriter(tmp_path / name / "metrics.jsonl") as writer:
             for record in run.records:
                 writer.write(record)
-    links.write(profile(), tmp_path / "links-torch.json")
+    link_profile.write(profile(), tmp_path / "links-torch.json")
     out = tmp_path / "report"
     assert compare.main([str(tmp_path), "--project", "8", "--out", str(out)]) == 0
     page = (out / "report.html").read_text()

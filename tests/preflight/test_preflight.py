@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from common.core.measure import devices, links
+from common.core.measure import devices
+from common.projection import link_profile
 from common.tools import preflight
 
 # bf16 is trained only where the CPU has its instructions; elsewhere it is named as emulated
@@ -45,10 +46,13 @@ def test_the_preflight_checks_both_frameworks(nproc, tmp_path):
     profiles = sorted(path.name for path in tmp_path.glob("links-*.json"))
     assert profiles == (["links-tf.json", "links-torch.json"] if nproc == 2 else [])
     if nproc == 2:
-        profile = links.read(tmp_path / "links-torch.json")
+        profile = link_profile.read(tmp_path / "links-torch.json")
         assert profile.transport == "gloo" and profile.world_size == 2
         assert set(profile.kinds) == {"all_reduce", "all_gather", "reduce_scatter"}
-        assert set(links.read(tmp_path / "links-tf.json").kinds) == {"all_reduce", "all_gather"}
+        assert set(link_profile.read(tmp_path / "links-tf.json").kinds) == {
+            "all_reduce",
+            "all_gather",
+        }
         assert out.count("  links      ") == 2 and "all_gather      alpha" in out
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from common.report.projection_model import communication_s, project
+from common.projection.step_model import communication_s, project
 from tests.slurm.jobs import ROOT_ONLY
 from tests.slurm.test_shaped_links import CASES, _names, _profile, _run, testcluster_links
 

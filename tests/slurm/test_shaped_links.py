@@ -33,9 +33,9 @@ from pathlib import Path
 
 import pytest
 
-from common.core.measure.links import LinkProfile
+from common.projection.link_profile import LinkProfile
+from common.projection.step_model import communication_s
 from common.report.inputs import load_runs
-from common.report.projection_model import communication_s
 from tests.slurm.jobs import REPO, ROOT_ONLY, slurm_env, submit, wait_for
 
 sys.path.insert(0, str(REPO / "slurm"))

@@ -9,8 +9,8 @@ import pytest
 from torch._inductor import comm_analysis
 
 import compare
-from common.core.measure import links
 from common.core.measure.traffic import wire_bytes
+from common.projection import link_profile
 from tests.compare.test_projection import ddp_run
 from tests.records import changed
 from torch_impl import nccl_model
@@ -31,7 +31,7 @@ def test_the_profile_gives_the_model_s_figures_between_its_points(tmp_path):
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    profile = links.read(out)
+    profile = link_profile.read(out)
     assert profile.world_size == 8 and sorted(profile.groups) == [64]
     assert "NCCL model" in profile.source and "not a measurement" in profile.source
     for group in (8, 64):

@@ -9,26 +9,26 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from common.core.measure import link_tool, links
 from common.core.measure.traffic import wire_bytes
+from common.projection import link_bench, link_profile
 from tests.launching import train_command
 
 SCHEMA = Path(__file__).resolve().parents[2] / "docs" / "link_profile.schema.json"
 
 
 def test_the_published_schema_is_what_the_profile_model_defines():
-    assert SCHEMA.read_text() == links.schema_text(), (
-        "run: python -m common.core.measure.links > docs/link_profile.schema.json"
+    assert SCHEMA.read_text() == link_profile.schema_text(), (
+        "run: python -m common.projection.link_profile > docs/link_profile.schema.json"
     )
 
 
 def test_the_fit_recovers_latency_and_bandwidth():
     alpha, beta = 150e-6, 1 / 2e9  # 150 us a call, 2 GB/s
     points = [
-        links.Point(payload_bytes=size, wire_bytes=size, seconds=alpha + beta * size)
-        for size in links.SIZES
+        link_profile.Point(payload_bytes=size, wire_bytes=size, seconds=alpha + beta * size)
+        for size in link_profile.SIZES
     ]
-    fitted_alpha, fitted_beta = links.fit(points)
+    fitted_alpha, fitted_beta = link_profile.fit(points)
     assert fitted_alpha == pytest.approx(alpha, rel=1e-6)
     assert fitted_beta == pytest.approx(beta, rel=1e-6)
 
@@ -37,7 +37,7 @@ def test_a_profile_of_other_contents_is_refused_by_name(tmp_path):
     bad = tmp_path / "links.json"
     bad.write_text('{"framework": "torch"}')
     with pytest.raises(ValueError, match="links.json is not one"):
-        links.read(bad)
+        link_profile.read(bad)
 
 
 @pytest.mark.parametrize("module", ["torch_impl.links", "tf_impl.links"])
@@ -48,7 +48,7 @@ def test_each_framework_measures_its_own_collectives_into_a_profile(module, tmp_
     assert done.returncode == 0, done.stdout + done.stderr
     raw = json.loads(out.read_text())
     jsonschema.validate(raw, json.loads(SCHEMA.read_text()))
-    profile = links.read(out)
+    profile = link_profile.read(out)
     assert profile.world_size == 2 and len(profile.hosts) == 2
     assert profile.framework == module.split("_")[0]
     expected = {"all_reduce", "all_gather"} | ({"reduce_scatter"} if "torch" in module else set())
@@ -68,9 +68,9 @@ def test_groups_of_the_first_ranks_are_measured_into_the_profile(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     jsonschema.validate(json.loads(out.read_text()), json.loads(SCHEMA.read_text()))
-    profile = links.read(out)
+    profile = link_profile.read(out)
     assert profile.world_size == 4 and list(profile.groups) == [2]
-    assert set(profile.groups[2]) == set(profile.kinds) == set(links.KIND_NAMES)
+    assert set(profile.groups[2]) == set(profile.kinds) == set(link_profile.KIND_NAMES)
     for kind, fit in profile.groups[2].items():
         assert len(fit.points) == 4 and all(point.seconds > 0 for point in fit.points)
         assert fit.points[-1].wire_bytes == wire_bytes(kind, 4096, 2)  # the group's, not 4's
@@ -121,16 +121,16 @@ def test_the_tiers_are_each_nodes_ranks_and_each_local_rank_across_the_nodes():
     them; the preflight asks for tiers only on nodes of the same number of ranks, 2 or more."""
     from torch_impl.links import SIDE
 
-    assert link_tool.tier_partitions(["a", "a", "b", "b", "c", "c"], SIDE) == {
+    assert link_bench.tier_partitions(["a", "a", "b", "b", "c", "c"], SIDE) == {
         "intra_node": [[0, 1], [2, 3], [4, 5]],
         "inter_node": [[0, 2, 4], [1, 3, 5]],
     }
-    assert link_tool.tier_partitions(["a", "b", "a", "b"], SIDE) == {
+    assert link_bench.tier_partitions(["a", "b", "a", "b"], SIDE) == {
         "intra_node": [[0, 2], [1, 3]],
         "inter_node": [[0, 1], [2, 3]],
     }
-    assert link_tool.tiers_fit(["a", "a", "b", "b"])
+    assert link_bench.tiers_fit(["a", "a", "b", "b"])
     for hosts in (["a", "b"], ["a", "a"], ["a", "a", "b"], ["a", "a", "b", "b", "b", "b"]):
-        assert not link_tool.tiers_fit(hosts), hosts
+        assert not link_bench.tiers_fit(hosts), hosts
     with pytest.raises(ValueError, match="the ranks per node are a: 2, b: 1; the tiers take"):
-        link_tool.tier_partitions(["a", "a", "b"], SIDE)
+        link_bench.tier_partitions(["a", "a", "b"], SIDE)

@@ -1,6 +1,6 @@
 """Why each run's step takes what it takes, in parts that add up to the measured step: its
 communication at the link profile's costs, and the rest as its profiled step split it (compute,
-optimizer, overhead; `common.report.projection_model.step_parts`). Then, for a sharded torch
+optimizer, overhead; `common.projection.step_model.step_parts`). Then, for a sharded torch
 strategy beside a replicated one at the same worker count, where the difference between their
 steps comes from, and what each part becomes at the projected worker counts."""
 
@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from common.core.config import strategies
-from common.core.measure.links import LinkProfile
-from common.report import projection_model
+from common.projection import step_model
+from common.projection.link_profile import LinkProfile
 from common.report.runs import RecordedRun
 
 
@@ -22,7 +22,7 @@ class Step:
     name: str
     step_s: float
     communication_s: float
-    parts: projection_model.StepParts
+    parts: step_model.StepParts
     collectives: float
     sent_mb: float
 
@@ -35,7 +35,7 @@ def measured_step(run: RecordedRun, profile: LinkProfile) -> Step | None:
     """The run's step in parts; None without traffic records or timed epochs."""
     traffic = next((e.traffic for e in reversed(run.epochs) if e.traffic), None)
     timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
-    comm = projection_model.communication_s(run, profile, run.start.world_size)
+    comm = step_model.communication_s(run, profile, run.start.world_size)
     if not traffic or not timed or comm is None:
         return None
     train = [entry for entry in traffic if entry.phase == "train"]
@@ -45,7 +45,7 @@ def measured_step(run: RecordedRun, profile: LinkProfile) -> Step | None:
         name=name(run),
         step_s=step,
         communication_s=min(comm, step),
-        parts=projection_model.step_parts(run, step, comm),
+        parts=step_model.step_parts(run, step, comm),
         collectives=sum(entry.calls for entry in train),
         sent_mb=sum(entry.wire_bytes for entry in train) / 1e6,
     )
@@ -119,7 +119,7 @@ def sharded_against_replicated(
                 if world <= sharded.start.world_size:
                     continue
                 found = [
-                    projection_model.project(run, profile_of(run), [world])[0]
+                    step_model.project(run, profile_of(run), [world])[0]
                     for run in (sharded, replicated)
                 ]
                 if found[0] and found[1]:

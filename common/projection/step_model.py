@@ -1,5 +1,5 @@
 """What a run would do on more workers, from what it measured and a link profile
-(`common.core.measure.links`): its compute per step, and the collectives it issued per step
+(`common.projection.link_profile`): its compute per step, and the collectives it issued per step
 (the epoch records' traffic) priced by the profile at the projected world size.
 
   step time at N = the rest at N + communication at N, given as a range: full overlap
@@ -36,8 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from common.core.config import config_io, strategies
-from common.core.measure.links import KindFit, LinkProfile
 from common.core.measure.traffic import wire_bytes
+from common.projection.link_profile import KindFit, LinkProfile
 from common.report.runs import RecordedRun
 
 

@@ -6,7 +6,8 @@ synchronization), beta the cost of a byte (1 / the bandwidth one rank sees).
 
 The profile is JSON, checked by `LinkProfile` (its schema: docs/link_profile.schema.json), and
 names the hosts and the launch it was measured on, so that a projection can refuse to apply it
-to runs of other hosts. The tool that measures it is `common.core.measure.link_tool`.
+to runs of other hosts. The tool that measures it is `common.projection.link_bench`; the
+projection that prices runs with it is the rest of `common.projection`.
 
     python -m common.launch --nproc 2 -- python -m torch_impl.links --out results/links.json
 """
@@ -136,44 +137,43 @@ class LinkProfile(BaseModel):
         return dict(sorted({**self.groups, self.world_size: self.kinds}.items()))
 
     def alpha_per_step(self) -> dict[str, dict[int, float]]:
-        """Each kind's latency per step of its algorithm (`latency_steps`) at every size
-        measured: alpha over the steps. Where the model holds, it is one figure at every size."""
+        """Each kind's latency per step of its algorithm (`latency_steps`) at every group
+        measured, by its ranks: alpha over the steps. Where the model holds, it is one figure
+        for every group."""
         found: dict[str, dict[int, float]] = {}
-        for size, fits in self.measured().items():
+        for ranks, fits in self.measured().items():
             for kind, own in fits.items():
-                steps = max(1, latency_steps(kind, self.transport, size))
-                found.setdefault(kind, {})[size] = own.alpha_s / steps
+                steps = max(1, latency_steps(kind, self.transport, ranks))
+                found.setdefault(kind, {})[ranks] = own.alpha_s / steps
         return found
 
     def seconds(self, kind: str, calls: float, wire: float, group: int) -> float | None:
         """Seconds the model gives `calls` collectives of `kind` over `group` ranks sending
-        `wire` bytes: each call pays the link's latency once per step of its algorithm
-        (`latency_steps`), and every wire byte beta. A group measured on its own (the launch,
-        or one of `groups`) is priced by its own points (`KindFit.interpolated`): TensorFlow's
-        RING all-reduce on a 100 Mbit/s link ran 20% over its fit at 2 MiB, so one of 437 KB
-        priced by the fit came out 21% under its measured time. Any other size takes the
-        latency per step of the largest size measured below it (else the smallest
-        above): the fit's alpha holds the steps of the group it was measured on, so per step
-        it is alpha over their number; its bytes are read off that size's points at the same
-        wire bytes a call (their time less its latency), not priced by beta: the fit's slope,
-        weighted toward the small calls, is under the large points where the time bends. On
-        the same runs of `make test-scaling` (2 nodes projected to 4, links at 25 Mbit/s, [D],
-        2026-11-26) beta priced the 4-node steps short by 5% (ddp), 14% (fsdp2) and 17%
-        (mwms); read off the points, within 0%, 11% and 1% of the measured steps."""
+        `wire` bytes in all, or None where the profile has no fit for the kind.
+
+        - A group the profile measured (the launch, or one of `groups`) is priced by its own
+          points (`KindFit.interpolated`): a single line misses where the time bends.
+        - Any other group takes the latency per step of the largest group measured below it
+          (else the smallest above): alpha over that group's `latency_steps`, times the steps
+          of `group`.
+        - Its bytes are read off that group's points at the same wire bytes a call, less its
+          latency, not priced by the fit's beta, which leans toward the small calls and sits
+          under the large points (docs/communication.md, section 3, has the figures).
+        """
         measured = self.measured()
         own = measured.get(group, {}).get(kind)
         log = self.source != "measured"  # a model's curve, every power of 2
-        if own is not None:  # read off its points: the fit's line misses where the time bends
+        if own is not None:
             return calls * own.interpolated(wire / calls, log=log) if calls else 0.0
-        sizes = [size for size, fits in measured.items() if kind in fits]
-        if not sizes:  # a kind not measured (MWMS has no reduce_scatter): the all_reduce's
-            kind_fit, size = self.kinds.get("all_reduce"), self.world_size
+        measured_ranks = [ranks for ranks, fits in measured.items() if kind in fits]
+        if not measured_ranks:  # a kind not measured (MWMS has no reduce_scatter): all_reduce's
+            kind_fit, ranks = self.kinds.get("all_reduce"), self.world_size
             if kind_fit is None:
                 return None
         else:
-            size = max([s for s in sizes if s < group], default=min(sizes))
-            kind_fit = measured[size][kind]
-        per_step = kind_fit.alpha_s / max(1, latency_steps(kind, self.transport, size))
+            ranks = max([r for r in measured_ranks if r < group], default=min(measured_ranks))
+            kind_fit = measured[ranks][kind]
+        per_step = kind_fit.alpha_s / max(1, latency_steps(kind, self.transport, ranks))
         steps = latency_steps(kind, self.transport, group)
         if not calls:
             return 0.0

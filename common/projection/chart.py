@@ -1,12 +1,12 @@
 """compare's projection drawn (`plots/projection.png`): each run's measured throughput over its
-projected band, from `common.report.projection_report.Report`."""
+projected band, from `common.projection.summary.Report`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from common.projection.summary import Report
 from common.report.looks import pyplot, style
-from common.report.projection_report import Report
 from common.storage import whole
 
 

@@ -1,5 +1,5 @@
 """compare's projection (`--project 2,8,64 --links PROFILE`): every run priced at more workers
-by `common.report.projection_model`, as a table, a few sentences on where the order between runs
+by `common.projection.step_model`, as a table, a few sentences on where the order between runs
 changes, and one plot of the measured points over the projected bands."""
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ from typing import Any
 from pydantic import TypeAdapter
 from typing_extensions import NotRequired, TypedDict
 
-from common.core.measure import links
-from common.report import projection_model, step_reasons
-from common.report.projection_memory import LargestFit, MemoryRow
+from common.projection import link_profile, reasons, step_model
+from common.projection.memory_at_n import LargestFit, MemoryRow
 from common.report.runs import RecordedRun
 
 
@@ -29,7 +28,7 @@ class ProjectionData(TypedDict):
     sentences and caveats, and with --device-memory the memory per rank at each N."""
 
     profiles: str
-    rows: list[projection_model.Projected]
+    rows: list[step_model.Projected]
     sentences: list[str]
     caveats: list[str]
     memory: NotRequired[list[MemoryRow]]
@@ -44,7 +43,7 @@ def schema_text() -> str:
 @dataclass
 class Report:
     text: str
-    rows: list[projection_model.Projected] = field(default_factory=list)
+    rows: list[step_model.Projected] = field(default_factory=list)
     measured: list[tuple[str, int, float]] = field(
         default_factory=list
     )  # label, workers, samples/s
@@ -88,9 +87,9 @@ class Profiles:
     framework's where there is one (torch's collectives are not TensorFlow's), else with the
     one there is, and a caveat that names the tool for the missing one."""
 
-    found: dict[str, tuple[Path, links.LinkProfile]]
+    found: dict[str, tuple[Path, link_profile.LinkProfile]]
 
-    def of(self, run: RecordedRun) -> links.LinkProfile:
+    def of(self, run: RecordedRun) -> link_profile.LinkProfile:
         own = self.found.get(run.start.framework)
         return (own or next(iter(self.found.values())))[1]
 
@@ -123,9 +122,9 @@ def find_profiles(
         paths = [given]
     else:
         paths = profiles_in(results)
-    found: dict[str, tuple[Path, links.LinkProfile]] = {}
+    found: dict[str, tuple[Path, link_profile.LinkProfile]] = {}
     for path in paths:
-        profile = links.read(path)
+        profile = link_profile.read(path)
         found.setdefault(profile.framework, (path, profile))
     on_gpus = [r for r in runs if r.start.framework == "torch" and r.start.device_type == "gpu"]
     if "torch" not in found and on_gpus:
@@ -139,7 +138,7 @@ def find_profiles(
     return Profiles(found)
 
 
-def nccl_model(worlds: list[int]) -> tuple[Path, links.LinkProfile]:
+def nccl_model(worlds: list[int]) -> tuple[Path, link_profile.LinkProfile]:
     """torch's NCCL model at `worlds` as a link profile (`python -m torch_impl.nccl_model`, in
     a process of its own: common imports no framework); ValueError when it cannot run."""
     out = Path(tempfile.mkdtemp(prefix="suite-nccl-model-")) / "links-torch-nccl-model.json"
@@ -158,7 +157,7 @@ def nccl_model(worlds: list[int]) -> tuple[Path, links.LinkProfile]:
         raise ValueError(
             f"no torch link profile for runs on GPUs, and torch's NCCL model did not run: {last}"
         )
-    return out, links.read(out)
+    return out, link_profile.read(out)
 
 
 def report(
@@ -169,7 +168,7 @@ def report(
     scaling: str | None = None,
 ) -> Report:
     """The projection's text and numbers; ValueError for a bad list or a missing profile.
-    `scaling`: strong, weak, or None for each run's own (`projection_model.project`)."""
+    `scaling`: strong, weak, or None for each run's own (`step_model.project`)."""
     counts = worlds(project)
     profiles = find_profiles(given, results, runs, counts)
     lines = []
@@ -189,13 +188,13 @@ def report(
             f"{profile.transport}, {profile.world_size} ranks on {hosts})"
         )
         priced = [run for run in runs if profiles.of(run) is profile]
-        caveats += [c for c in [projection_model.host_caveat(priced, profile)] if c]
+        caveats += [c for c in [step_model.host_caveat(priced, profile)] if c]
     caveats += profiles.caveats(runs)
     found = Report(text="", profile=profiles.named())
     header = ("run", "workers", "samples/s (no overlap .. full)", "scaling eff %", "comm ms/step")
     lines.append("{:>34}  {:>7}  {:>32}  {:>14}  {:>12}".format(*header))
     for run in runs:
-        rows, said = projection_model.project(run, profiles.of(run), counts, scaling)
+        rows, said = step_model.project(run, profiles.of(run), counts, scaling)
         caveats += said
         timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
         if rows and timed:
@@ -208,8 +207,8 @@ def report(
             comm = f"{1000 * row.communication_s:>12.2f}"
             lines.append(f"{row.label:>34}  {row.world:>7}  {speeds}  {efficiency}  {comm}")
     found.sentences = [
-        *step_reasons.shares(runs, profiles.of),
-        *step_reasons.sharded_against_replicated(runs, profiles.of, counts),
+        *reasons.shares(runs, profiles.of),
+        *reasons.sharded_against_replicated(runs, profiles.of, counts),
         *_flips(runs, profiles, counts),
         *_size_flips(runs, profiles, counts),
     ]
@@ -217,7 +216,7 @@ def report(
     lines += [f"  > {sentence}" for sentence in found.sentences]
     lines += [f"  * caveat: {caveat}" for caveat in found.caveats]
     lines.append(
-        "  * a model's numbers (common.report.projection_model): each run's own step less its "
+        "  * a model's numbers (common.projection.step_model): each run's own step less its "
         "communication, split by its profiled step into compute, optimizer and overhead; "
         "communication from its counted collectives at the profile's alpha and beta; no "
         "contention or congestion"
@@ -238,7 +237,7 @@ def _flips(runs: list[RecordedRun], profiles: Profiles, counts: list[int]) -> li
                 continue
             first, second = group[0], group[1]
             pair = (profiles.of(first), profiles.of(second))
-            at = projection_model.crossover(first, second, pair, world)
+            at = step_model.crossover(first, second, pair, world)
             if at:
                 said.append(
                     f"At {world} workers, {_name(first)} and {_name(second)} trade places at "
@@ -281,13 +280,15 @@ def _size_flips(runs: list[RecordedRun], profiles: Profiles, counts: list[int]) 
     return said
 
 
-def _projected_step(run: RecordedRun, profile: links.LinkProfile, world: int) -> float | None:
+def _projected_step(
+    run: RecordedRun, profile: link_profile.LinkProfile, world: int
+) -> float | None:
     """The run's projected step at `world` workers without overlap; None where it has none."""
     if world < run.start.world_size:
         return None
-    rows, _ = projection_model.project(run, profile, [world])
+    rows, _ = step_model.project(run, profile, [world])
     return rows[0].step_slow_s if rows else None
 
 
 def _name(run: RecordedRun) -> str:
-    return step_reasons.name(run)
+    return reasons.name(run)

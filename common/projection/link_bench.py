@@ -1,6 +1,6 @@
 """The link tool's driver, shared by `torch_impl.links` and `tf_impl.links`: join the peers as
-training does, time each collective at every size (`measure`), fit each, and the chief writes
-the link profile (`common.core.measure.links`)."""
+training does, time each collective at every size (`time_collectives`), fit each, and the chief
+writes the link profile (`common.projection.link_profile`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,11 @@ import numpy as np
 
 from common.core.config import config_io
 from common.core.measure import collectives
-from common.core.measure.links import (
+from common.core.measure.traffic import wire_bytes
+from common.core.records import provenance
+from common.launch import environment
+from common.launch.cluster import ClusterSpec
+from common.projection.link_profile import (
     SIZES,
     KindFit,
     LinkProfile,
@@ -27,10 +31,6 @@ from common.core.measure.links import (
     writable,
     write,
 )
-from common.core.measure.traffic import wire_bytes
-from common.core.records import provenance
-from common.launch import environment
-from common.launch.cluster import ClusterSpec
 
 
 def repeats(size: int) -> int:
@@ -39,7 +39,7 @@ def repeats(size: int) -> int:
     return 20 if size <= 262_144 else 10 if size <= 2_097_152 else 5 if size <= 16_777_216 else 3
 
 
-def measure(
+def time_collectives(
     timer: Callable[[str, int, int], float], kinds: tuple[str, ...], ranks: int, max_bytes: int
 ) -> dict[str, KindFit]:
     """Time every kind at every size up to `max_bytes` with `timer(kind, payload, calls)` (the
@@ -230,18 +230,22 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
             print(f"error: {error}", file=sys.stderr)
         side.leave(info, cfg.dist.timeout_s)
         return 2
-    kinds = measure(side.timer(info), side.kinds, spec.world_size, args.max_bytes)
+    kinds = time_collectives(side.timer(info), side.kinds, spec.world_size, args.max_bytes)
     by_group: dict[int, dict[str, KindFit]] = {}
     group_timer = side.group_timer
     if group_timer is not None:  # None: group_sizes refused any --groups
         for size in groups:
-            by_group[size] = measure(group_timer(info, size), side.kinds, size, args.max_bytes)
+            by_group[size] = time_collectives(
+                group_timer(info, size), side.kinds, size, args.max_bytes
+            )
     tiers: dict[TierName, Tier] = {}
     partition_timer = side.partition_timer
     if partition_timer is not None:  # None: tier_partitions refused --tiers
         for name, partition in partitions.items():
             size = len(partition[0])
-            fits = measure(partition_timer(info, partition), side.kinds, size, args.max_bytes)
+            fits = time_collectives(
+                partition_timer(info, partition), side.kinds, size, args.max_bytes
+            )
             tiers[name] = Tier(ranks=size, groups=len(partition), kinds=fits)
     if spec.is_chief:
         profile = LinkProfile(
