@@ -44,7 +44,7 @@ class TfData:
             eval_batch=cfg.train.eval_batch_size,
             seed=cfg.train.seed,
             dp_size=dims.dp_size,
-            dp_rank=dims.dp_rank(info.rank),
+            dp_rank=info.rank,
         )
         eval_indices, eval_weights = eval_plan.rank_indices()
         self.eval_images = tf.constant(_nhwc(test_images[eval_indices.reshape(-1)]))

@@ -91,7 +91,7 @@ class TorchData:
         test_images, test_labels = mnist.test_images, mnist.test_labels
         self.device = info.device
         self.pipeline = cfg.data.pipeline
-        self.seed, self.dp_rank = cfg.train.seed, dims.dp_rank(info.rank)
+        self.seed, self.dp_rank = cfg.train.seed, info.rank  # every rank is data-parallel
         self.plan, eval_plan = plans_for(
             num_train=len(train_labels),
             num_test=len(test_labels),
@@ -99,7 +99,7 @@ class TorchData:
             eval_batch=cfg.train.eval_batch_size,
             seed=cfg.train.seed,
             dp_size=dims.dp_size,
-            dp_rank=dims.dp_rank(info.rank),
+            dp_rank=info.rank,
         )
         self.eval_indices, self.eval_weights = eval_plan.rank_indices()
         self.test_images = self._to_device(common_data.normalize(test_images))

@@ -173,7 +173,7 @@ class TorchTrainer(TrainerBase):
 
     def count_calls(self, work: Callable[[], T]) -> tuple[T, list[Call]]:
         dims = self.dims  # an all-reduce spans the replicas (hsdp), else every rank
-        group = dims.replicate if dims.replicate > 1 else dims.world_size
+        group = dims.replicate if dims.replicate > 1 else self.info.world_size
         result, calls, split = traffic.counted(work, group)
         self.counted_split = None if self.on_cuda else split  # the GPU's kernels run apart
         return result, calls

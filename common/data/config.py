@@ -14,7 +14,7 @@ class DataConfig(BaseModel):
 
     name: Literal["mnist", "synthetic"] = "mnist"
     """mnist: the real digits; synthetic: MNIST-shaped images and learnable labels generated
-    from a fixed seed (`common.data.mnist.synthetic`), the same on both sides and on every machine,
+    from a fixed seed (`common.data.synthetic`), the same on both sides and on every machine,
     for model-size runs that should not depend on files or the input pipeline."""
     dir: Text | None = None
     """Folder with the four MNIST IDX files; None means $MNIST_DIR, then ./data/mnist."""

@@ -171,3 +171,10 @@ def test_a_stop_signal_as_a_record_is_synced_is_not_taken_for_another_writer(tmp
     assert writer.others_wrote()
     writer.close()
     assert [r["record"] for r in read_metrics(path)] == ["run_start", "epoch", "epoch"]
+
+
+def test_the_commit_is_read_from_the_checkout_root():
+    from common.core.records import provenance
+
+    assert (provenance.REPO_ROOT / "pyproject.toml").is_file(), provenance.REPO_ROOT
+    assert (provenance.REPO_ROOT / "compare.py").is_file(), provenance.REPO_ROOT

@@ -35,25 +35,18 @@ TUNING = ("wrap", "auto_wrap_min_params", "hsdp_shard_size")
 
 @dataclass(frozen=True, slots=True)
 class ParallelDims:
-    """How `world_size` ranks divide the work: `replicate` groups each holding the whole model,
-    each split into `shard` ranks that hold a part of it (torchtitan's dp_replicate x
-    dp_shard). Every rank trains on its own slice of the global batch."""
+    """How the ranks divide the work: `replicate` groups each holding the whole model, each
+    split into `shard` ranks that hold a part of it (torchtitan's dp_replicate x dp_shard).
+    There is no tensor or pipeline dimension, so every rank is a data-parallel rank: rank r
+    trains on slice r of the global batch."""
 
     replicate: int
     shard: int
 
     @property
-    def world_size(self) -> int:
-        return self.replicate * self.shard
-
-    @property
     def dp_size(self) -> int:
-        """Ranks the global batch is split over."""
+        """Ranks the global batch is split over: all of them (replicate x shard)."""
         return self.replicate * self.shard
-
-    def dp_rank(self, rank: int) -> int:
-        """Which slice of the global batch `rank` takes (ranks are laid out replica-major)."""
-        return rank
 
 
 @dataclass(frozen=True, kw_only=True)

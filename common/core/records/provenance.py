@@ -6,7 +6,7 @@ import datetime as dt
 import subprocess
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]  # common/core/records/ -> the checkout
 
 
 def utc_now() -> str:
