@@ -21,6 +21,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from common.checks import error_lines
 from common.storage import whole
 
 PROFILE_VERSION = 1
@@ -250,10 +251,8 @@ def read(path: str | Path) -> LinkProfile:
             f"link profile {path}: cannot be read ({error.strerror or error})"
         ) from None
     except ValidationError as error:
-        problem = error.errors(include_url=False)[0]
-        field = ".".join(str(part) for part in problem["loc"]) or "the file"
         raise ValueError(
-            f"link profile {path} is not one: {field}: {problem['msg']}; measure the link "
+            f"link profile {path} is not one: {error_lines.file_line(error)}; measure the link "
             "again (python -m torch_impl.links or tf_impl.links, under a launcher)"
         ) from None
     except ValueError as error:

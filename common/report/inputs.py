@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from common.core.records.metrics import METRICS_FILENAME, quote, scan
+from common.checks.error_lines import quote
+from common.core.records.metrics import METRICS_FILENAME, scan
 from common.core.records.records import RunStart
 from common.report.runs import RecordedRun, mixed_runs
 

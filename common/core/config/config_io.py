@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,61 +17,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from common.checks import rules
+from common.checks import error_lines
 from common.core.config.config import Config
 from common.storage import whole
 
 CONFIG_FILENAME = "config.yaml"
-
-
-# What a validation error's type means, in the words of a config key's allowed values.
-EXPECTED = {
-    "int_type": "an integer",
-    "int_from_float": "an integer",
-    "int_parsing": "an integer",
-    "bool_type": "a boolean",
-    "bool_parsing": "a boolean",
-    "string_type": "a string",
-    "float_type": "a number",
-    "float_parsing": "a number",
-    "tuple_type": "a list, each an integer",  # model.hidden, the one list key
-    "list_type": "a list, each an integer",
-}
-
-
-def _explain(error: ValidationError) -> str:
-    """The first problem of a config that did not validate, as one line naming the key, the bad
-    value and what the key accepts (pydantic's own words are not meant for a config file)."""
-    problem = error.errors(include_url=False)[0]
-    where = [str(part) for part in problem["loc"]]
-    kind, value = problem["type"], problem.get("input")
-    if kind == "extra_forbidden":
-        if len(where) == 1:
-            return f"Unknown config section: {where[0]!r}; allowed: {', '.join(_sections())}"
-        allowed = ", ".join(_sections()[where[0]].model_fields)
-        return f"Unknown config key: {'.'.join(where)}; allowed in {where[0]}: {allowed}"
-    said = str(problem.get("ctx", {}).get("error", ""))
-    if kind == "value_error" and (not where or said.startswith(tuple(_sections()))):
-        return said  # a check of the config or a section: it names its keys itself
-    key = where[0] + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in where[1:])
-    if kind == "value_error":  # a key's own check (a number that is not finite)
-        return f"{key}: {said}"
-    if kind in rules.CONSTRAINT_ERRORS:  # a bound or pattern the field declares
-        at = "".join(f"[{part}]" for part in where[2:])  # an item of a list key
-        return rules.refusal(key.removesuffix(at), _field(where), value, at)
-    if kind == "model_type":
-        return f"config section {where[0]!r} must be a mapping of keys"
-    if kind == "literal_error":
-        allowed = _field(where).annotation
-        choices = ", ".join(repr(choice) for choice in typing.get_args(allowed))
-        return f"{key}: expected one of {choices}, got {value!r}"
-    expected = EXPECTED.get(kind, problem["msg"])
-    if kind == "string_type" and isinstance(value, bool):
-        return (
-            f"{key}: expected a string, got {value!r} (YAML reads yes/no/on/off/true/false as "
-            "booleans: quote the value)"
-        )
-    return f"{key}: expected {expected}, got {value!r}"
 
 
 def _sections() -> dict[str, type[BaseModel]]:
@@ -84,10 +33,6 @@ def _sections() -> dict[str, type[BaseModel]]:
     }
 
 
-def _field(where: list[str]) -> Any:
-    return _sections()[where[0]].model_fields[where[1]]
-
-
 def from_dict(raw: Mapping[str, Any]) -> Config:
     """Build a validated Config from nested mappings (as parsed from YAML)."""
     if not isinstance(raw, Mapping):
@@ -95,7 +40,7 @@ def from_dict(raw: Mapping[str, Any]) -> Config:
     try:
         return Config.model_validate({name: values or {} for name, values in raw.items()})
     except ValidationError as error:
-        raise ValueError(_explain(error)) from None
+        raise ValueError(error_lines.config_line(error, _sections())) from None
 
 
 def to_dict(cfg: Config) -> dict[str, Any]:

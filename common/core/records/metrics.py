@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common.core.records.record_json import MetricsError, from_json, quote, to_json
+from common.checks.error_lines import quote
+from common.core.records.record_json import MetricsError, from_json, to_json
 from common.core.records.records import METRICS_FILENAME, Record
 
 RECORD_START = b'{"record": '  # how every line that `to_json` made begins

@@ -8,36 +8,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from common.checks import error_lines
+from common.checks.error_lines import quote
 from common.core.records.fields import READING, meaning
 from common.core.records.records import CONFIG_SECTIONS, KINDS, SCHEMA_VERSION, Record
-
-QUOTED = 200  # characters of a value a message quotes at most
-# what a field must be, by the type of pydantic's error about it
-EXPECTED = {
-    "int_type": "int",
-    "float_type": "int or float",
-    "string_type": "str",
-    "bool_type": "bool",
-    "list_type": "list",
-    "dict_type": "dict",
-    "model_type": "object",
-    "model_attributes_type": "object",
-    "int_from_float": "int",
-}
 
 
 class MetricsError(ValueError):
     """A record breaks the schema; the message names file, line and field where known."""
-
-
-def quote(value: Any, limit: int = QUOTED) -> str:
-    """`repr(value)`, cut to `limit` characters with its length said: a message about a value
-    stays one readable line however big the value is."""
-    text = repr(value)
-    if len(text) <= limit:
-        return text
-    size = len(value) if isinstance(value, (str, bytes, list, dict)) else len(text)
-    return f"{text[:limit]}... ({size:,} characters)"
 
 
 def to_json(record: Record) -> dict[str, Any]:
@@ -62,54 +40,6 @@ def _fields(instance: BaseModel) -> dict[str, Any]:
     return out
 
 
-def _message(error: dict[str, Any], kind: type[BaseModel], raw: Any, where: str) -> str:
-    """pydantic's first error as the reader's one line."""
-    loc, value = list(error["loc"]), error["input"]
-    place, owner = where, kind
-    if error["type"] == "not_null":
-        loc.append(error["ctx"]["name"])
-    while len(loc) > 1:  # into an entry: "where memory[1]: field 'rank' ..."
-        name, *loc = loc
-        owner, raw = _item_kind(owner, str(name)), raw[name]
-        if loc and isinstance(loc[0], int):  # an entry of a list
-            index, *loc = loc
-            place, raw = f"{place} {name}[{index}]", raw[index]
-        else:  # an object of its own: "where step_split: field 'wall_s' ..."
-            place = f"{place} {name}"
-    name = str(loc[0]) if loc else "?"
-    if error["type"] == "not_null":
-        value = raw.get(name) if isinstance(raw, dict) else None
-    said = f"{place}: field '{name}'"
-    kind_of_error = error["type"]
-    if kind_of_error == "missing":
-        return f"{said} is missing"
-    if kind_of_error == "finite_number":
-        return f"{said} is {value}, expected a finite number"
-    if kind_of_error == "literal_error":
-        choices = _literal(owner, name)
-        return f"{said} is {quote(value)}, expected one of {', '.join(map(repr, choices))}"
-    if kind_of_error == "not_null":
-        return f"{said} is null, expected {_annotation(owner, name)}"
-    got = "bool" if isinstance(value, bool) else f"{type(value).__name__} {quote(value)}"
-    return f"{said} must be {EXPECTED.get(kind_of_error, error['msg'])}, got {got}"
-
-
-def _item_kind(kind: type[BaseModel], name: str) -> type[BaseModel]:
-    for arg in getattr(kind.model_fields[name].annotation, "__args__", ()):
-        for item in getattr(arg, "__args__", (arg,)):
-            if isinstance(item, type) and issubclass(item, BaseModel):
-                return item
-    return kind
-
-
-def _literal(kind: type[BaseModel], name: str) -> tuple[str, ...]:
-    return tuple(getattr(kind.model_fields[name].annotation, "__args__", ()))
-
-
-def _annotation(kind: type[BaseModel], name: str) -> str:
-    return str(kind.model_fields[name].annotation).replace(" | None", "")
-
-
 def from_json(raw: Any, where: str = "record") -> Record:
     """The typed record of a JSON object; MetricsError naming `where` and the field otherwise."""
     if not isinstance(raw, dict):
@@ -125,8 +55,10 @@ def from_json(raw: Any, where: str = "record") -> Record:
             {k: v for k, v in raw.items() if k != "record"}, context=READING
         )
     except ValidationError as error:
-        first = error.errors(include_url=False)[0]
-        raise MetricsError(_message(dict(first), kind, raw, f"{where} ({name})")) from None
+        problem = error_lines.first_problem(error)
+        raise MetricsError(
+            error_lines.record_line(problem, kind, raw, f"{where} ({name})")
+        ) from None
     if name == "run_start":
         _check_start(raw, where)
     return record
