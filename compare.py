@@ -23,11 +23,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from common.projection import chart, memory_at_n, summary
 from common.report import outputs, pages, size_table, tables, verdict
 from common.report.inputs import load_runs
-from common.report.rows import group_runs, rows_for
+from common.report.rows import Row, group_runs, rows_for
 from common.report.runs import RecordedRun
 
 
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
-def _main(argv: list[str] | None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="compare", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -105,6 +106,11 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument("--assert-close", nargs=2, metavar=("A", "B"))
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--steps", type=int, default=0, help="compare only the first N points")
+    _projection_options(parser)
+    return parser
+
+
+def _projection_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--project",
         metavar="N,N,...",
@@ -133,125 +139,181 @@ def _main(argv: list[str] | None) -> int:
         help="the link profile for --project (python -m torch_impl.links or tf_impl.links); "
         "default: a links*.json found in the results",
     )
-    args = parser.parse_args(argv)
+
+
+def _checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int | None:
+    """Refuse bad options before any work (parser.error exits 2); the device's bytes, if
+    --device-memory was given."""
     if args.target is not None and not 0 < args.target <= 1:
         parser.error(f"--target is an accuracy in (0, 1], got {args.target}")
-    if args.project is not None:  # before any work: an empty or malformed list is refused
+    if args.project is not None:  # an empty or malformed list is refused
         try:
             summary.worlds(args.project)
         except ValueError as error:
             parser.error(str(error))
-    device = None
-    if args.device_memory is not None:
-        try:
-            device = memory_at_n.device_bytes(args.device_memory)
-        except ValueError as error:
-            parser.error(str(error))
-        if args.project is None and not args.links and not summary.profiles_in(args.results):
-            parser.error(
-                "--device-memory prices the projection's worker counts: give --project N,N,... "
-                "and a link profile (--links, or a links*.json among the results)"
-            )
-    if args.assert_close:
-        first, second = args.assert_close
-        return assert_close(first, second, args.rtol, args.steps)
-    if not args.results:
-        parser.error("give result folders, metrics files or sweep manifests to compare")
+    if args.device_memory is None:
+        return None
+    try:
+        device = memory_at_n.device_bytes(args.device_memory)
+    except ValueError as error:
+        parser.error(str(error))
+    if args.project is None and not args.links and not summary.profiles_in(args.results):
+        parser.error(
+            "--device-memory prices the projection's worker counts: give --project N,N,... "
+            "and a link profile (--links, or a links*.json among the results)"
+        )
+    return device
+
+
+@dataclasses.dataclass
+class Compared:
+    """What was loaded and grouped, for the printed tables and the report files."""
+
+    runs: list[RecordedRun]
+    problems: list[str]
+    target: float
+    groups: list[tuple[dict[str, Any], list[RecordedRun]]]
+    notes: list[str]
+    rows: list[list[Row]]
+    size_rows: list[size_table.SizeRow]
+
+
+def _load(args: argparse.Namespace) -> Compared:
     runs, problems, warnings = load_runs(args.results)
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
     target = args.target if args.target is not None else default_target(runs)
     groups, notes = group_runs(runs)
-    runs_by_group = [rows_for(members, target) for _, members in groups]
-    for (key, _), rows in zip(groups, runs_by_group, strict=True):
+    rows = [rows_for(members, target) for _, members in groups]
+    return Compared(runs, problems, target, groups, notes, rows, size_table.size_rows(runs))
+
+
+def _print_tables(compared: Compared, form: str) -> None:
+    target = compared.target
+    for (key, _), rows in zip(compared.groups, compared.rows, strict=True):
         title = ", ".join(f"{name} {value}" for name, value in key.items())
         said = verdict.sentences(rows, target)
-        if args.format == "terminal":
+        if form == "terminal":
             print(f"== {title}\n{tables.terminal_table(rows)}")
             print("\n".join(f"  > {sentence}" for sentence in said))
-        elif args.format == "markdown":
+        elif form == "markdown":
             print(f"## {title}\n\n{tables.markdown_table(rows)}\n")
             print("\n".join(f"- {sentence}" for sentence in said) + "\n")
-        elif args.format == "csv":
+        elif form == "csv":
             print(tables.csv_table([{**key, **row.as_dict()} for row in rows]), end="")
         else:
             shown = [row.as_dict() for row in rows]
             print(json.dumps({"key": key, "target_accuracy": target, "rows": shown}))
-    size_rows = size_table.size_rows(runs)
-    if size_rows and args.format in ("terminal", "markdown"):
-        print(f"== model-size axis\n{tables.aligned(size_table.size_table_lines(size_rows))}")
-    all_rows = [row for rows in runs_by_group for row in rows]
-    if args.format in ("terminal", "markdown") and all_rows:
-        bullet = "  *" if args.format == "terminal" else "-"
+    if compared.size_rows and form in ("terminal", "markdown"):
+        lines = size_table.size_table_lines(compared.size_rows)
+        print(f"== model-size axis\n{tables.aligned(lines)}")
+    all_rows = [row for rows in compared.rows for row in rows]
+    if form in ("terminal", "markdown") and all_rows:
+        bullet = "  *" if form == "terminal" else "-"
         print("\n".join(f"{bullet} {note}" for note in tables.footnotes(all_rows, target)))
+
+
+def _project(
+    args: argparse.Namespace, runs: list[RecordedRun], device: int | None
+) -> tuple[summary.Report, list[memory_at_n.MemoryRow]]:
+    """The projection and, with --device-memory, memory per rank at each count; ValueError,
+    RuntimeError, OSError or TimeoutExpired when it cannot be made."""
+    projected = summary.report(runs, args.project, args.links, args.results, args.scaling)
+    memory: list[memory_at_n.MemoryRow] = []
+    if device is not None:
+        counts = summary.worlds(args.project)
+        memory = memory_at_n.memory_rows(runs, counts, args.scaling, device)
+    return projected, memory
+
+
+def _print_projection(
+    projected: summary.Report, memory: list[memory_at_n.MemoryRow], device: int | None, form: str
+) -> None:
+    if form == "json":  # one more JSON line, so that the output stays JSON lines
+        as_data = projected.as_dict()
+        if device is not None:
+            as_data["memory"] = [dataclasses.asdict(row) for row in memory]
+            largest = memory_at_n.largest_fitting(memory)
+            as_data["largest_fitting"] = [dataclasses.asdict(fit) for fit in largest]
+        print(json.dumps({"projection": as_data}))
+        return
+    print(projected.text)
+    if device is not None:
+        print("\n".join(memory_at_n.lines(memory, device)))
+
+
+def _write_report(out: Path, compared: Compared, projected: summary.Report | None) -> None:
+    """The report files, with the projection's section and plot; a failure is a problem."""
+    section = None
+    if projected is not None:
+        picture = chart.plot(projected, out)
+        if picture:
+            print(f"projection plot: {picture}")
+        section = pages.Projection(projected.sentences, projected.table, projected.caveats, picture)
+    try:
+        html_path = outputs.write_report(
+            out,
+            compared.groups,
+            compared.rows,
+            compared.notes,
+            compared.problems,
+            compared.target,
+            compared.size_rows,
+            section,
+        )
+    except RuntimeError as error:  # matplotlib missing
+        compared.problems.append(str(error))
+    except OSError as error:  # a file in the way, a read-only or full file system
+        compared.problems.append(f"cannot write {out}: {error.strerror or error}")
+    else:
+        print(f"report: {html_path}")
+
+
+def _write_events(folder: Path, compared: Compared) -> None:
+    from common.report import tensorboard
+
+    try:
+        written = tensorboard.write_events(compared.runs, folder)
+    except RuntimeError as error:  # tensorboardX missing
+        compared.problems.append(str(error))
+    except OSError as error:
+        compared.problems.append(f"cannot write {folder}: {error.strerror or error}")
+    else:
+        print(f"tensorboard: {len(written)} runs in {folder} (tensorboard --logdir {folder})")
+
+
+def _main(argv: list[str] | None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    device = _checked(parser, args)
+    if args.assert_close:
+        first, second = args.assert_close
+        return assert_close(first, second, args.rtol, args.steps)
+    if not args.results:
+        parser.error("give result folders, metrics files or sweep manifests to compare")
+    compared = _load(args)
+    _print_tables(compared, args.format)
     if args.project is None and (args.links or summary.profiles_in(args.results)):
         args.project = summary.DEFAULT_WORKERS
+    projected = None
     if args.project:
         try:
-            projected = summary.report(runs, args.project, args.links, args.results, args.scaling)
-        except ValueError as error:
+            projected, memory = _project(args, compared.runs, device)
+        except (ValueError, RuntimeError, OSError, subprocess.TimeoutExpired) as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
-        memory: list[memory_at_n.MemoryRow] = []
-        if device is not None:
-            counts = summary.worlds(args.project)
-            try:
-                memory = memory_at_n.memory_rows(runs, counts, args.scaling, device)
-            except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:
-                print(f"error: {error}", file=sys.stderr)
-                return 1
-        if args.format == "json":  # one more JSON line, so that the output stays JSON lines
-            as_data = projected.as_dict()
-            if device is not None:
-                as_data["memory"] = [dataclasses.asdict(row) for row in memory]
-                largest = memory_at_n.largest_fitting(memory)
-                as_data["largest_fitting"] = [dataclasses.asdict(fit) for fit in largest]
-            print(json.dumps({"projection": as_data}))
-        else:
-            print(projected.text)
-            if device is not None:
-                print("\n".join(memory_at_n.lines(memory, device)))
-    for note in notes:
+        _print_projection(projected, memory, device, args.format)
+    for note in compared.notes:
         print(f"not side by side: {note}", file=sys.stderr)
-
-    section = None
-    if args.out and runs and args.project:
-        projected_plot = chart.plot(projected, args.out)
-        if projected_plot:
-            print(f"projection plot: {projected_plot}")
-        listed = ("  > ", "  * ")  # the sentences and caveats: a list of their own on the page
-        table = [line for line in projected.text.splitlines() if not line.startswith(listed)]
-        section = pages.Projection(projected.sentences, table, projected.caveats, projected_plot)
-    if args.out and runs:
-        try:
-            html_path = outputs.write_report(
-                args.out, groups, runs_by_group, notes, problems, target, size_rows, section
-            )
-        except RuntimeError as error:  # matplotlib missing
-            problems.append(str(error))
-        except OSError as error:  # a file in the way, a read-only or full file system
-            problems.append(f"cannot write {args.out}: {error.strerror or error}")
-        else:
-            print(f"report: {html_path}")
-    if args.tensorboard and runs:
-        from common.report import tensorboard
-
-        try:
-            written = tensorboard.write_events(runs, args.tensorboard)
-        except RuntimeError as error:  # tensorboardX missing
-            problems.append(str(error))
-        except OSError as error:
-            problems.append(f"cannot write {args.tensorboard}: {error.strerror or error}")
-        else:
-            print(
-                f"tensorboard: {len(written)} runs in {args.tensorboard} "
-                f"(tensorboard --logdir {args.tensorboard})"
-            )
-    for problem in problems:
+    if args.out and compared.runs:
+        _write_report(args.out, compared, projected)
+    if args.tensorboard and compared.runs:
+        _write_events(args.tensorboard, compared)
+    for problem in compared.problems:
         print(f"problem: {problem}", file=sys.stderr)
-    if not runs:
+    if not compared.runs:
         print(f"problem: no valid run found in {', '.join(args.results)}", file=sys.stderr)
-    return 1 if problems or not runs else 0
+    return 1 if compared.problems or not compared.runs else 0
 
 
 if __name__ == "__main__":

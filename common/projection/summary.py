@@ -40,16 +40,34 @@ def schema_text() -> str:
     return json.dumps(TypeAdapter(ProjectionData).json_schema(), indent=2) + "\n"
 
 
+METHOD = (
+    "a model's numbers (common.projection.step_model): each run's own step less its "
+    "communication, split by its profiled step into compute, optimizer and overhead; "
+    "communication from its counted collectives at the profile's alpha and beta; no "
+    "contention or congestion"
+)
+
+
 @dataclass
 class Report:
-    text: str
+    """The projection as data; `text` prints it, and the HTML page takes its parts."""
+
+    table: list[str] = field(default_factory=list)
+    """The profiles it used, then the table's header and rows, as printed."""
     rows: list[step_model.Projected] = field(default_factory=list)
-    measured: list[tuple[str, int, float]] = field(
-        default_factory=list
-    )  # label, workers, samples/s
+    measured: list[tuple[str, int, float]] = field(default_factory=list)
+    """Each run's label, workers and measured samples/s."""
     profile: str = ""
-    sentences: list[str] = field(default_factory=list)  # why, and where runs trade places
+    sentences: list[str] = field(default_factory=list)
+    """Why, and where runs trade places."""
     caveats: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """The terminal's form: the table, each sentence, each caveat, and the method."""
+        lines = [*self.table, *(f"  > {sentence}" for sentence in self.sentences)]
+        lines += [f"  * caveat: {caveat}" for caveat in self.caveats]
+        return "\n".join([*lines, f"  * {METHOD}"])
 
     def as_dict(self) -> dict[str, Any]:
         """The projection as data (compare --format json): every row's figures, the sentences
@@ -190,7 +208,7 @@ def report(
         priced = [run for run in runs if profiles.of(run) is profile]
         caveats += [c for c in [step_model.host_caveat(priced, profile)] if c]
     caveats += profiles.caveats(runs)
-    found = Report(text="", profile=profiles.named())
+    found = Report(profile=profiles.named())
     header = ("run", "workers", "samples/s (no overlap .. full)", "scaling eff %", "comm ms/step")
     lines.append("{:>34}  {:>7}  {:>32}  {:>14}  {:>12}".format(*header))
     for run in runs:
@@ -213,15 +231,7 @@ def report(
         *_size_flips(runs, profiles, counts),
     ]
     found.caveats = list(dict.fromkeys(caveats))
-    lines += [f"  > {sentence}" for sentence in found.sentences]
-    lines += [f"  * caveat: {caveat}" for caveat in found.caveats]
-    lines.append(
-        "  * a model's numbers (common.projection.step_model): each run's own step less its "
-        "communication, split by its profiled step into compute, optimizer and overhead; "
-        "communication from its counted collectives at the profile's alpha and beta; no "
-        "contention or congestion"
-    )
-    found.text = "\n".join(lines)
+    found.table = lines
     return found
 
 
