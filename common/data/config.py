@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import Field, StrictInt
 from pydantic import StrictStr as Text
 
+from common.checks.section import Section
 
-class DataConfig(BaseModel):
-    # unknown keys refused, values frozen, field docstrings are the descriptions
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
+class DataConfig(Section):
     name: Literal["mnist", "synthetic"] = "mnist"
     """mnist: the real digits; synthetic: MNIST-shaped images and learnable labels generated
     from a fixed seed (`common.data.synthetic`), the same on both sides and on every machine,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
+from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
 from pydantic import StrictStr as Text
 
 from common.checks.rules import Says, require
+from common.checks.section import Section
 from common.models.zoo import MODELS
 
 
@@ -17,10 +18,7 @@ def _names() -> str:
     return f"One of `common.models.zoo.MODELS`: {listed}."
 
 
-class ModelConfig(BaseModel):
-    # unknown keys refused, values frozen, field docstrings are the descriptions
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
+class ModelConfig(Section):
     name: Text = Field(default="mlp", description=_names())
     hidden: Annotated[
         tuple[Annotated[StrictInt, Field(ge=1)], ...],
@@ -35,10 +33,16 @@ class ModelConfig(BaseModel):
     """Dropout layers on (rates fixed per model in common.models.zoo) or off (for exact parity);
     the ResNet has none."""
 
+    @field_validator("name")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        """A model of the registry (its error names them all)."""
+        require(name in MODELS, f"model.name={name!r}: allowed: {', '.join(MODELS)}")
+        return name
+
     @model_validator(mode="after")
-    def _valid(self) -> Any:
-        """A registered model, sized by its own key (a rule between keys)."""
-        require(self.name in MODELS, f"model.name={self.name!r}: allowed: {', '.join(MODELS)}")
+    def _sized_by_its_own_key(self) -> Any:
+        """Each model is sized by its own key; the others stay at their defaults."""
         sized_by = MODELS[self.name].size_key
         for key in dict.fromkeys(entry.size_key for entry in MODELS.values()):
             users = [name for name, entry in MODELS.items() if entry.size_key == key]

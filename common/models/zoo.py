@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from common.data.datasets import DATASETS, DatasetSpec
 from common.models.layers import (
@@ -27,8 +27,24 @@ from common.models.layers import (
     Shape,
 )
 
-if TYPE_CHECKING:
-    from common.models.config import ModelConfig
+
+class Sizes(Protocol):
+    """What the builders read of a model's config (`common.models.config.ModelConfig` has
+    them): the zoo needs no config class, so the config can import the registry."""
+
+    @property
+    def hidden(self) -> tuple[int, ...]: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def dropout(self) -> bool: ...
+
+
+class Chosen(Sizes, Protocol):
+    """A model of the registry by name, with its sizes (what `describe` reads)."""
+
+    @property
+    def name(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -42,7 +58,7 @@ class Net:
     layers: tuple[Layer, ...]
 
 
-def mlp(cfg: ModelConfig, inputs: Shape, classes: int) -> tuple[Layer, ...]:
+def mlp(cfg: Sizes, inputs: Shape, classes: int) -> tuple[Layer, ...]:
     """flatten, then per hidden width dense-relu-dropout(0.2), then a dense of the logits."""
     layers: list[Layer] = [Flatten()]
     features = inputs[0] * inputs[1] * inputs[2]
@@ -53,7 +69,7 @@ def mlp(cfg: ModelConfig, inputs: Shape, classes: int) -> tuple[Layer, ...]:
     return (*layers, Dense(f"fc{len(cfg.hidden) + 1}", features, classes))
 
 
-def cnn(cfg: ModelConfig, inputs: Shape, classes: int) -> tuple[Layer, ...]:
+def cnn(cfg: Sizes, inputs: Shape, classes: int) -> tuple[Layer, ...]:
     """The PyTorch example's CNN with every hidden channel and unit count times model.width."""
     conv1, conv2, dense = 32 * cfg.width, 64 * cfg.width, 128 * cfg.width
     pooled = ((inputs[1] - 4) // 2) * ((inputs[2] - 4) // 2)
@@ -91,7 +107,7 @@ def _basic_block(name: str, inputs: int, outputs: int, stride: int) -> Residual:
     return Residual(name, body=body, shortcut=shortcut)
 
 
-def resnet8(cfg: ModelConfig, inputs: Shape, classes: int) -> tuple[Layer, ...]:
+def resnet8(cfg: Sizes, inputs: Shape, classes: int) -> tuple[Layer, ...]:
     """A 3x3 stem, three stages of one basic block (16, 32, 64 channels x model.width, the
     later two halving the image), global average pooling and a dense layer: 8 layers with
     weights on the main path."""
@@ -119,7 +135,7 @@ class ModelEntry:
     """The model.* key that sizes it (a field of `common.models.config.ModelConfig` whose
     default is the unsized model); every other model's size key stays at its default. An
     integer key N is written `<model>:<its first letter>N` on the size axis (`resnet8:w4`)."""
-    layers: Callable[[ModelConfig, Shape, int], tuple[Layer, ...]]
+    layers: Callable[[Sizes, Shape, int], tuple[Layer, ...]]
 
 
 MODELS: dict[str, ModelEntry] = {
@@ -138,7 +154,7 @@ MODELS: dict[str, ModelEntry] = {
 }
 
 
-def describe(cfg: ModelConfig, dataset: DatasetSpec | str = "mnist") -> Net:
+def describe(cfg: Chosen, dataset: DatasetSpec | str = "mnist") -> Net:
     """The model `cfg` describes, for `dataset`'s samples and classes."""
     data = DATASETS[dataset] if isinstance(dataset, str) else dataset
     layers = MODELS[cfg.name].layers(cfg, data.input_shape, data.classes)

@@ -1,8 +1,8 @@
 """common/ is the framework-free spine, in subpackages by job whose imports only go down:
 tools (bench, sizes, preflight) over projection (a run priced at other worker counts) over
-report (what compare shows) over core (what a run is made
-of) over models (what is trained) over data (what it trains on), launch (how ranks meet),
-checks (what a value may be) and storage (files written whole)."""
+report (what compare shows) over core (what a run is made of) over models (what is trained)
+over data (what it trains on), launch (how ranks meet) and storage (files written whole), over
+checks (what a value may be: the config sections' base, their rules and error lines)."""
 
 import ast
 import pkgutil
@@ -16,14 +16,14 @@ COMMON = Path(common.__file__).parent
 # Each subpackage may import only from those of a lower layer (and from itself).
 LAYERS = {
     "checks": 0,
-    "storage": 0,
-    "launch": 0,
-    "data": 0,
-    "models": 1,
-    "core": 2,
-    "report": 3,
-    "projection": 4,
-    "tools": 5,
+    "storage": 1,
+    "launch": 1,
+    "data": 1,
+    "models": 2,
+    "core": 3,
+    "report": 4,
+    "projection": 5,
+    "tools": 6,
 }
 
 

@@ -13,9 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     StrictBool,
     StrictInt,
@@ -24,6 +22,7 @@ from pydantic import (
 from pydantic import StrictStr as Text
 
 from common.checks.rules import Says, require
+from common.checks.section import Section
 from common.core.config import strategies
 from common.core.config.framework_sections import TfConfig, TorchConfig
 from common.data.config import DataConfig
@@ -103,13 +102,9 @@ RunName = Annotated[
     Says(f"is a folder name, not a path (no '/', no leading '.'), of at most {MAX_RUN_NAME} bytes"),
     AfterValidator(_fits_a_folder_name),
 ]
-# Every section: unknown keys refused, values frozen, field docstrings are the descriptions.
-SECTION = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
-class OptimConfig(BaseModel):
-    model_config = SECTION
-
+class OptimConfig(Section):
     name: Literal["sgd", "adam", "adadelta"] = "adam"
     """Optimizer; hyper-parameters below map to both frameworks' definitions."""
     lr: Annotated[Number, Field(gt=0)] = 1e-3
@@ -126,9 +121,7 @@ class OptimConfig(BaseModel):
     """Epochs between two decays of the step schedule."""
 
 
-class TrainConfig(BaseModel):
-    model_config = SECTION
-
+class TrainConfig(Section):
     epochs: Annotated[StrictInt, Field(ge=1)] = 1
     """Passes over the training set."""
     batch_size: Annotated[StrictInt, Field(ge=1)] = 64
@@ -177,9 +170,7 @@ class TrainConfig(BaseModel):
         return self.global_batch_size(world_size) // world_size
 
 
-class DistConfig(BaseModel):
-    model_config = SECTION
-
+class DistConfig(Section):
     device: Literal["auto", "cpu", "gpu"] = "auto"
     """auto: a GPU when the framework sees one, else the CPU."""
     timeout_s: Timeout = 120.0
@@ -202,9 +193,7 @@ class DistConfig(BaseModel):
     TensorFlow's move by float32 rounding (its deterministic reductions sum in another order)."""
 
 
-class OutputConfig(BaseModel):
-    model_config = SECTION
-
+class OutputConfig(Section):
     dir: Annotated[Text, Field(pattern=r"\S"), Says(NO_DIR)] = "results"
     """Parent folder of run folders."""
     run_name: RunName = ""
@@ -217,9 +206,7 @@ class OutputConfig(BaseModel):
     tensorboardX (the 'tensorboard' extra)."""
 
 
-class Config(BaseModel):
-    model_config = SECTION
-
+class Config(Section):
     data: DataConfig = Field(default_factory=DataConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)

@@ -5,18 +5,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
+from pydantic import Field, StrictBool, StrictInt, field_validator
 from pydantic import StrictStr as Text
 
+from common.checks.section import Section
 from common.core.config import strategies
 
-# Every section: unknown keys refused, values frozen, field docstrings are the descriptions.
-SECTION = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-
-class TorchConfig(BaseModel):
-    model_config = SECTION
-
+class TorchConfig(Section):
     strategy: Text = strategies.AUTO
     """auto: single for one process, ddp for more; or one of `common.core.config.strategies`: single
     (one process, no wrapper: the baseline), ddp, fsdp2 (fully_shard), fsdp1 (FSDP), hsdp
@@ -63,9 +59,7 @@ class TorchConfig(BaseModel):
         return name
 
 
-class TfConfig(BaseModel):
-    model_config = SECTION
-
+class TfConfig(Section):
     strategy: Text = "mwms"
     """One of `common.core.config.strategies` for TensorFlow: mwms (MultiWorkerMirroredStrategy)."""
     communication: Literal["auto", "ring", "nccl"] = "auto"

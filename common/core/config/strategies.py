@@ -17,16 +17,11 @@ from typing import Any, Literal
 from common.core.config import expected_traffic
 from common.core.config.expected_traffic import Expected, Unit
 
-# Strategy options each framework's section may carry, with the value that means "unused".
-OPTION_DEFAULTS: Mapping[str, Mapping[str, Any]] = {
-    "torch": {
-        "sharding": "full_shard",
-        "wrap": "layer",
-        "auto_wrap_min_params": 100_000,
-        "cpu_offload": False,
-        "hsdp_shard_size": 0,
-    },
-    "tf": {},
+# Strategy options each framework's section may carry. A strategy that does not read one leaves
+# it at the section's own default (`framework_sections`, where every default is declared).
+OPTIONS: Mapping[str, tuple[str, ...]] = {
+    "torch": ("sharding", "wrap", "auto_wrap_min_params", "cpu_offload", "hsdp_shard_size"),
+    "tf": (),
 }
 # Tuning knobs that a strategy not reading them leaves alone, so that one sweep can set them
 # for all of its strategies; any other option set where it means nothing is refused.
@@ -64,8 +59,8 @@ class Strategy:
     gradient_sync: str
     """What numerics records of the gradients' way between ranks."""
     reads: tuple[str, ...] = ()
-    """The framework section's options (OPTION_DEFAULTS) this strategy uses; any other one
-    left at its default."""
+    """The framework section's options (OPTIONS) this strategy uses; any other one left at
+    its default."""
     compiles: bool = True
     """torch.compile / tf.jit_compile offered with it."""
     processes: Literal["one", "any"] = "any"
@@ -230,7 +225,7 @@ def takes(strategy: Strategy, override: str) -> bool:
     option of its framework that other strategies read and it does not (a bench or sweep over
     several strategies passes such an option only to those that read it)."""
     section, _, key = override.partition("=")[0].strip().partition(".")
-    options = OPTION_DEFAULTS.get(strategy.framework, {})
+    options = OPTIONS.get(strategy.framework, ())
     return not (section == strategy.framework and key in options and key not in strategy.reads)
 
 
@@ -239,8 +234,8 @@ def refusals(strategy: Strategy, cfg: Any, world_size: int | None = None) -> lis
     can. Each reason names the fix."""
     section = getattr(cfg, strategy.framework)
     found = []
-    for option, unused in OPTION_DEFAULTS[strategy.framework].items():
-        value = getattr(section, option)
+    for option in OPTIONS[strategy.framework]:
+        value, unused = getattr(section, option), type(section).model_fields[option].default
         if option not in strategy.reads and option not in TUNING and value != unused:
             users = [s.name for s in of(strategy.framework).values() if option in s.reads]
             found.append(
