@@ -6,11 +6,12 @@ group of comparable runs with links to the run folders, the figures with caption
 from __future__ import annotations
 
 import base64
-import html
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import jinja2
 
 from common.report import verdict
 from common.report.rows import Row
@@ -18,6 +19,14 @@ from common.report.runs import RecordedRun
 from common.report.tables import footnotes, markdown_table, table_lines
 from common.storage import whole
 
+# The HTML page's template (common/report/templates/), escaped as HTML wherever it inserts text.
+TEMPLATES = jinja2.Environment(
+    loader=jinja2.PackageLoader("common.report", "templates"),
+    autoescape=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    undefined=jinja2.StrictUndefined,
+)
 TITLE = "Distributed MNIST: PyTorch vs TensorFlow"
 CAPTIONS = {
     "epoch_time": "Training time per epoch against workers, log scale (medians over epochs 2..). "
@@ -51,20 +60,32 @@ class Group:
     pictures: list[Path]
 
 
-def _link(folder: str, page: Path) -> str:
-    target = os.path.relpath(folder, page.parent)
-    return f"<a href='{html.escape(target)}/'>{html.escape(Path(folder).name)}</a>"
+def _picture(path: Path, caption: str) -> dict[str, str]:
+    """A figure inlined into the page (readable offline), with its alt text and caption."""
+    data = base64.b64encode(path.read_bytes()).decode()
+    return {"alt": path.stem, "data": data, "caption": caption}
 
 
-def _table(rows: list[Row], page: Path) -> list[str]:
-    lines = table_lines(rows)
-    parts = ["<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in lines[0])]
-    parts[0] += "<th>run folders (config.yaml inside)</th></tr>"
-    for row, line in zip(rows, lines[1:], strict=True):
-        links = ", ".join(_link(folder, page) for folder in row.folders)
-        cells = "".join(f"<td>{html.escape(cell)}</td>" for cell in line)
-        parts.append(f"<tr>{cells}<td style='text-align:left'>{links}</td></tr>")
-    return parts + ["</table>"]
+def _group(group: Group, page: Path, target: float) -> dict[str, Any]:
+    """One group's section: its verdict, its table with a link to each row's run folders, and
+    its figures."""
+    lines = table_lines(group.rows)
+    rows = [
+        {
+            "cells": line,
+            "links": [
+                (os.path.relpath(folder, page.parent), Path(folder).name) for folder in row.folders
+            ],
+        }
+        for row, line in zip(group.rows, lines[1:], strict=True)
+    ]
+    return {
+        "title": ", ".join(f"{name} {value}" for name, value in group.key.items()),
+        "verdict": verdict.sentences(group.rows, target),
+        "header": lines[0],
+        "rows": rows,
+        "pictures": [_picture(p, CAPTIONS.get(p.stem, p.stem)) for p in group.pictures],
+    }
 
 
 @dataclass
@@ -93,22 +114,6 @@ PROJECTION_CAPTION = (
 )
 
 
-def _projection_html(projection: Projection) -> list[str]:
-    parts = ["<h2>At more workers (the projection)</h2><ul>"]
-    parts += [f"<li>{html.escape(sentence)}</li>" for sentence in projection.sentences]
-    parts += ["</ul>", f"<pre>{html.escape(chr(10).join(projection.table))}</pre>"]
-    if projection.picture is not None:
-        encoded = base64.b64encode(projection.picture.read_bytes()).decode()
-        parts.append(
-            f"<figure><img alt='projection' src='data:image/png;base64,{encoded}'>"
-            f"<figcaption>{html.escape(PROJECTION_CAPTION)}</figcaption></figure>"
-        )
-    if projection.caveats:
-        parts += ["<h3>Caveats</h3><ul>"]
-        parts += [f"<li>{html.escape(caveat)}</li>" for caveat in projection.caveats] + ["</ul>"]
-    return parts
-
-
 def _projection_markdown(projection: Projection, page: Path) -> list[str]:
     out = ["## At more workers (the projection)", ""]
     out += [f"- {sentence}" for sentence in projection.sentences] + [""]
@@ -118,20 +123,6 @@ def _projection_markdown(projection: Projection, page: Path) -> list[str]:
         out += [f"*{PROJECTION_CAPTION}*", ""]
     out += [f"- caveat: {caveat}" for caveat in projection.caveats]
     return out + [""]
-
-
-def _size_html(size: SizeAxis) -> list[str]:
-    encoded = base64.b64encode(size.picture.read_bytes()).decode()
-    parts = ["<h2>Model-size axis</h2><table><tr>"]
-    parts[0] += "".join(f"<th>{html.escape(c)}</th>" for c in size.lines[0]) + "</tr>"
-    for line in size.lines[1:]:
-        parts.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in line) + "</tr>")
-    parts.append("</table>")
-    parts.append(
-        f"<figure><img alt='size' src='data:image/png;base64,{encoded}'>"
-        f"<figcaption>{html.escape(size.caption)}</figcaption></figure>"
-    )
-    return parts
 
 
 def write_html(
@@ -145,44 +136,32 @@ def write_html(
     projection: Projection | None = None,
 ) -> None:
     every_run = [run for group in groups for run in group.runs]
-    parts = [
-        f"<!doctype html><meta charset='utf-8'><title>{TITLE}</title>",
-        f"<style>{STYLE}</style><h1>{TITLE}</h1>",
-    ]
-    for index, group in enumerate(groups, start=1):
-        said = verdict.sentences(group.rows, target)
-        parts.append(f"<div class='verdict'><h3>Verdict, group {index}</h3><ul>")
-        parts += [f"<li>{html.escape(sentence)}</li>" for sentence in said] + ["</ul></div>"]
-    parts.append("<h2>Environment</h2><table class='env'>")
-    for what, value in verdict.environment(every_run):
-        parts.append(f"<tr><th>{html.escape(what)}</th><td>{html.escape(value)}</td></tr>")
-    parts.append("</table>")
-    for index, group in enumerate(groups, start=1):
-        title = ", ".join(f"{name} {value}" for name, value in group.key.items())
-        parts.append(f"<h2>Group {index}: {html.escape(title)}</h2>")
-        parts += _table(group.rows, path)
-        for picture in group.pictures:
-            encoded = base64.b64encode(picture.read_bytes()).decode()
-            caption = html.escape(CAPTIONS.get(picture.stem, picture.stem))
-            parts.append(
-                f"<figure><img alt='{picture.stem}' src='data:image/png;base64,"
-                f"{encoded}'><figcaption>{caption}</figcaption></figure>"
-            )
-    if size is not None:
-        parts += _size_html(size)
-    if projection is not None:
-        parts += _projection_html(projection)
     all_rows = [row for group in groups for row in group.rows]
-    sections = (
-        ("Notes on the columns", footnotes(all_rows, target)),
-        ("Not side by side", notes),
-        ("Problems", problems),
+    page = TEMPLATES.get_template("report.html.j2").render(
+        title=TITLE,
+        style=STYLE,
+        groups=[_group(group, path, target) for group in groups],
+        environment=verdict.environment(every_run),
+        size=size
+        and {
+            "header": size.lines[0],
+            "rows": size.lines[1:],
+            "picture": _picture(size.picture, size.caption) | {"alt": "size"},
+        },
+        projection=projection
+        and {
+            "sentences": projection.sentences,
+            "table": "\n".join(projection.table),
+            "caveats": projection.caveats,
+            "picture": projection.picture and _picture(projection.picture, PROJECTION_CAPTION),
+        },
+        sections=(
+            ("Notes on the columns", footnotes(all_rows, target)),
+            ("Not side by side", notes),
+            ("Problems", problems),
+        ),
     )
-    for heading, lines in sections:
-        if lines:
-            parts.append(f"<h2>{heading}</h2><ul>")
-            parts += [f"<li>{html.escape(line)}</li>" for line in lines] + ["</ul>"]
-    whole.write_text(path, "\n".join(parts))
+    whole.write_text(path, page)
 
 
 def write_markdown(
