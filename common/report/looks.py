@@ -13,18 +13,6 @@ from common.report.runs import RecordedRun
 
 # Every registered strategy has its fixed look, the same in every report; others follow.
 KNOWN = [f"{entry.framework} {entry.name}" for entry in strategies.STRATEGIES]
-COLOURS = [
-    "#1f77b4",
-    "#ff7f0e",
-    "#2ca02c",
-    "#d62728",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#7f7f7f",
-    "#bcbd22",
-    "#17becf",
-]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "*"]
 LINES = ["-", "--", "-.", ":"]
 
@@ -46,8 +34,11 @@ def style(name: str) -> dict[str, Any]:
     """Colour, marker and line style of a series named '<framework> <strategy>...'."""
     base = " ".join(name.split()[:2])
     index = KNOWN.index(base) if base in KNOWN else len(KNOWN) + sum(map(ord, base)) % 5
+    from matplotlib.colors import TABLEAU_COLORS  # matplotlib's tab10, its default cycle
+
+    colours = list(TABLEAU_COLORS.values())
     return {
-        "color": COLOURS[index % len(COLOURS)],
+        "color": colours[index % len(colours)],
         "marker": MARKERS[index % len(MARKERS)],
         "linestyle": LINES[index % len(LINES)],
     }
