@@ -13,9 +13,9 @@ samples/s}}. Strategies run as real launches (`common.launch`) for two epochs; t
 and MFU are the second epoch's (the first includes warm-up, tracing and compiling). --compile
 adds torch.compile / tf.jit_compile cells; each --vary KEY=VALUE adds a cell beside every
 strategy that reads KEY (--set changes every cell). --against REF measures every cell on that
-commit of the suite too, unpacked from git into a temporary folder, right after this tree's in
-each round, so that "before" and "after" see the same machine. Prints a table (and, with
---against, a second one with both).
+commit of the suite too, checked out by `git worktree` into a temporary folder, right after
+this tree's in each round, so that "before" and "after" see the same machine. Prints a table
+(and, with --against, a second one with both).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 from common.core.config import strategies
 from common.core.train import programs
 from common.core.train.progress import TERMINAL_EVERY_S
-from common.tools import tree
+from common.tools import worktree
 from common.tools.bench_cells import Cell, measurements
 from common.tools.bench_table import Tally, change_table, main_table
 from common.tools.measure import BATCH, progress_cost
@@ -147,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         if "=" not in setting:
             parser.error(f"{setting!r}: give KEY=VALUE, e.g. torch.wrap=size")
     try:
-        commit = tree.commit_of(args.against) if args.against else ""
-    except tree.UnknownRef as unknown:
+        commit = worktree.commit_of(args.against) if args.against else ""
+    except worktree.UnknownRef as unknown:
         parser.error(str(unknown))
     print(
         f"{args.train_limit} samples, batch {BATCH} (global), {args.nproc} ranks for "
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     cells = measurements(args, chosen)
     with contextlib.ExitStack() as stack:
-        before = stack.enter_context(tree.unpacked(commit)) if commit else None
+        before = stack.enter_context(worktree.checked_out(commit)) if commit else None
         now, then = measure_rounds(cells, args.repeats, before)
     print("\n".join(main_table(now)))
     if commit:

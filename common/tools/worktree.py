@@ -1,9 +1,8 @@
-"""Another commit of the suite, unpacked to be measured beside this one (`bench --against`)."""
+"""Another commit of the suite, checked out beside this one to be measured (`bench --against`)."""
 
 from __future__ import annotations
 
 import subprocess
-import tarfile
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,20 +31,18 @@ def commit_of(ref: str, root: Path = ROOT) -> str:
 
 
 @contextmanager
-def unpacked(commit: str, root: Path = ROOT) -> Iterator[Path]:
-    """The files of `commit` (as `git archive` gives them) in a temporary folder, removed on
-    the way out: nothing in the repository itself changes, and an interrupted run leaves at
-    most a folder in the temporary directory."""
+def checked_out(commit: str, root: Path = ROOT) -> Iterator[Path]:
+    """`commit` checked out by `git worktree` into a temporary folder, removed on the way out;
+    this checkout's files and branch do not change. A run interrupted before the removal
+    leaves at most the temporary folder, and its registration, which the next call prunes."""
     with tempfile.TemporaryDirectory(prefix=f"suite-{commit[:12]}-") as folder:
-        archive = Path(folder) / "tree.tar"
-        with archive.open("wb") as sink:
-            subprocess.run(
-                ["git", "-C", str(root), "archive", "--format=tar", commit],
-                stdout=sink,
-                check=True,
-            )
         tree = Path(folder) / "tree"
-        with tarfile.open(archive) as files:
-            files.extractall(tree, filter="data")
-        archive.unlink()
-        yield tree
+        git = ["git", "-C", str(root), "worktree"]
+        subprocess.run([*git, "prune"], check=True, capture_output=True)
+        subprocess.run(
+            [*git, "add", "--detach", "--quiet", str(tree), commit], check=True, capture_output=True
+        )
+        try:
+            yield tree
+        finally:
+            subprocess.run([*git, "remove", "--force", str(tree)], capture_output=True)
