@@ -71,17 +71,13 @@ def apply_determinism(enabled: bool) -> dict[str, Any]:
 
 def settle_vector_math() -> None:
     """Run torch's vectorized unary math once on this thread alone, after the threads are set
-    and before any parallel region runs it. Without it, in about 3% of fresh processes on [D]
-    (an Intel Xeon, 2 threads: 9 of 352 harness processes, 7 of 244 training runs), the main
-    thread's share of every elementwise op of Adam's update came out up to 3.2e-4 (relative)
-    away from the exact one, for the whole process, while the other thread's share stayed
-    exact: an approximation's error, not a rounding. Never with 1 thread, and 0 of 120
-    processes with this call first. Our reading (not proven): the math library's per-thread
-    state (MKL VML's accuracy mode is one) raced when the pool's first parallel call set it up
-    on both threads at once. It broke bitwise
-    resume, default-vs-deterministic equality and torch-TF parity on the CPU, each now and
-    then (tests/torch/test_deterministic.py, tests/faults/test_loader_resume.py,
-    tests/compare/test_report.py's 1.4e-4 at step 20)."""
+    and before any parallel region runs it.
+
+    Why: in a few fresh processes, the main thread's share of every elementwise op of Adam's
+    update came out inexact for the whole process when the pool's first parallel call set up
+    the math library on both threads at once. That broke bitwise resume and torch-TF parity on
+    the CPU now and then. The measurements are in docs/frameworks.md ("A fresh process's first
+    vector math")."""
     one = torch.ones(8)  # small: runs on this thread, outside any parallel region
     for op in (torch.sqrt, torch.rsqrt, torch.exp, torch.log, torch.tanh, torch.sigmoid):
         op(one)

@@ -13,10 +13,9 @@ from common.core.measure import collectives
 from common.core.run import checkpoint_folders, resume
 from common.core.run.contract import Trainer
 
-# How long a rank that only heard of the chief's error waits before it leaves with it: a launcher
-# names the first rank it finds failed, and a follower that left before the chief was named
-# instead of it (a read-only run folder on --resume: 'rank 1 failed ... rank 0 only noticed it',
-# in 1 of 5 tries and 3 of 5 in another series; its poll is 50 ms, common.launch.local.POLL_S).
+# How long a rank that only heard of the chief's error waits before it leaves with it. A launcher
+# names the first rank it finds failed (it polls every common.launch.local.POLL_S), so a
+# follower that left first would be named instead of the chief that found the error.
 FOLLOW_S = 1.0
 # What a decision on the chief may raise, so that every rank raises it too.
 SHARED_ERRORS: dict[str, type[Exception]] = {
