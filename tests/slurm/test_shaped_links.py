@@ -41,7 +41,9 @@ from tests.slurm.jobs import REPO, ROOT_ONLY, slurm_env, submit, wait_for
 sys.path.insert(0, str(REPO / "slurm"))
 import testcluster_links  # noqa: E402 - the cluster's own module, beside its script
 
-pytestmark = ROOT_ONLY
+# Step times on shaped links need the cores to themselves: make test-scaling runs them (after
+# make test in .ci/run), with the projection across node counts.
+pytestmark = [ROOT_ONLY, pytest.mark.scaling]
 RATE = "100mbit"
 # hsdp's links: its 4 ranks share the 2 cores, and its step took 3 to 8 ms more than the
 # profile's price at 100 Mbit/s and 7 to 8 ms more at 25 (a cost of the sharing that does not
