@@ -45,13 +45,15 @@ data: setup
 
 # Two pytest-xdist workers in two lanes (tests/lanes.py): the files that mostly wait run on the
 # second beside the SLURM tier on the first, then both take the rest, each file whole on one
-# worker; the shaped-link step times run last, alone. Without -n 2 --lanes: one file after another.
+# worker. Without -n 2 --lanes: one file after another. Torch ranks of the tests that are not about
+# launching start from a warm interpreter (tests/warm_ranks.py).
 test: setup data
 	$(PY) -m pytest -n 2 --lanes -m "not scaling" tests
 
-# The projection checked across worker counts: each strategy on 2 and 4 nodes of the SLURM test
-# cluster over shaped links, the 2-node run projected to 4
-# (tests/slurm/test_projection_across_nodes.py; root). .ci/run runs it after make test.
+# What needs the cores to itself, on the SLURM test cluster over shaped links (root): each
+# strategy's bytes and added step time against the accounting and the projection
+# (tests/slurm/test_shaped_links.py), and each strategy on 2 and 4 nodes, the 2-node run projected
+# to 4 (tests/slurm/test_projection_across_nodes.py). .ci/run runs it after make test.
 test-scaling: setup data
 	$(PY) -m pytest -m scaling tests/slurm
 

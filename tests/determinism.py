@@ -37,7 +37,7 @@ class Runs:
 
 
 def default_strict_and_resumed(module: str, root: Path) -> Runs:
-    run = runner(module, root)
+    run = runner(module, root, warm=True)
     _, default = run("default", 0, *SETTINGS, small=False)
     _, strict = run("strict", 0, *SETTINGS, STRICT, small=False)
     run("parts", 0, *SETTINGS, STRICT, small=False, extra=["--stop-after-epoch", "1"])

@@ -21,9 +21,71 @@ SMALL = [
 ]
 
 
-def train_command(module: str, nproc: int, overrides: list[str], extra: list[str]) -> list[str]:
-    """`python -m <module>` with --set overrides, under common.launch (nproc 0: bare)."""
+# What a warm server imports before it forks a rank of each program (tests/warm_ranks.py): the
+# trainer, and what a run imports later (checkpoints).
+WARM_IMPORTS = {
+    "torch_impl.train": [
+        "torch_impl.train",
+        "torch_impl.checkpoint",
+        "torch.distributed.checkpoint",
+        "torch.distributed.checkpoint.state_dict",
+    ],
+    "tf_impl.train": ["tf_impl.train", "tf_impl.checkpoint"],
+}
+WARM_CLIENT = Path(__file__).resolve().parent / "warm_ranks.py"
+_servers: dict[str, tuple[subprocess.Popen, str]] = {}
+
+
+def warm_server(module: str) -> str:
+    """The socket of this process's warm server for `module`, started on first use (each
+    pytest worker has its own). It imports the program once and forks each rank from there; it
+    ends when this process does (its stdin closes)."""
+    if module in _servers and _servers[module][0].poll() is None:
+        return _servers[module][1]
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="warm-", dir="/tmp")  # a socket's path must stay short
+    path = os.path.join(folder, "ranks.sock")
+    server = subprocess.Popen(
+        [sys.executable, str(WARM_CLIENT), "serve", path, *WARM_IMPORTS[module]],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    ready = server.stdout.readline() if server.stdout else b""
+    if ready.strip() != b"ready":
+        server.kill()
+        pytest.fail(f"the warm server of {module} did not start: {ready!r}")
+    _servers[module] = (server, path)
+
+    def stop() -> None:
+        if server.stdin:
+            server.stdin.close()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        shutil.rmtree(folder, ignore_errors=True)
+
+    atexit.register(stop)
+    return path
+
+
+def train_command(
+    module: str, nproc: int, overrides: list[str], extra: list[str], warm: bool = False
+) -> list[str]:
+    """`python -m <module>` with --set overrides, under common.launch (nproc 0: bare).
+
+    `warm`: each rank forked from a server that has imported the program
+    (tests/warm_ranks.py), for tests whose subject is not the launch path. The launcher is
+    the real one either way; tests of launching, signals, lost or frozen ranks, mounts and
+    cgroups start real `python -m` ranks."""
     command = [sys.executable, "-m", module]
+    if warm:
+        command = [sys.executable, str(WARM_CLIENT), "run", warm_server(module), module]
     for override in overrides:
         command += ["--set", override]
     command += extra
@@ -47,9 +109,9 @@ def in_private_mount(mount: str, command: list[str], after: str = "", timeout: i
     )
 
 
-def runner(module: str, root: Path):
+def runner(module: str, root: Path, warm: bool = False):
     """run(name, nproc, *overrides, extra=(), check=True, small=True, env=None) -> (process, run
-    folder); `env` adds variables to this process's environment."""
+    folder); `env` adds variables to this process's environment; `warm`: as `train_command`."""
 
     def run(name: str, nproc: int, *overrides: str, extra=(), check=True, small=True, env=None):
         settings = [
@@ -59,7 +121,9 @@ def runner(module: str, root: Path):
             *overrides,
         ]
         done = subprocess.run(
-            train_command(module, nproc, settings, list(extra)),
+            # variables of its own start it cold: a framework reads some at import
+            # (TF_ENABLE_ONEDNN_OPTS), which a warm server has done already
+            train_command(module, nproc, settings, list(extra), warm=warm and not env),
             capture_output=True,
             text=True,
             timeout=600,

@@ -11,8 +11,8 @@ QUICK = ["data.train_limit=640", "data.test_limit=200", "train.epochs=2", "model
 
 def test_real_repeats_get_a_significance_test(tmp_path, capsys):
     for repeat in range(3):  # interleaved, as the bench and sweeps do
-        runner("torch_impl.train", tmp_path)(f"torch-{repeat}", 0, *QUICK, small=False)
-        runner("tf_impl.train", tmp_path)(f"tf-{repeat}", 0, *QUICK, small=False)
+        runner("torch_impl.train", tmp_path, warm=True)(f"torch-{repeat}", 0, *QUICK, small=False)
+        runner("tf_impl.train", tmp_path, warm=True)(f"tf-{repeat}", 0, *QUICK, small=False)
     capsys.readouterr()
     assert compare.main([str(tmp_path)]) == 0
     said = capsys.readouterr().out

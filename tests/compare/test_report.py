@@ -32,7 +32,7 @@ def results(tmp_path_factory):
         ("tf-w2", "tf_impl.train", 2, []),
         ("torch-batch128", "torch_impl.train", 2, ["train.batch_size=128"]),
     ):
-        runner(module, root)(name, nproc, *QUICK, *extra, small=False)
+        runner(module, root, warm=True)(name, nproc, *QUICK, *extra, small=False)
     return root
 
 

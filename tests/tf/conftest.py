@@ -9,7 +9,7 @@ PARITY_SET = ["data.train_limit=3200", "data.test_limit=1000", "output.save_mode
 @pytest.fixture
 def run_tf(tmp_path):
     """Run tf_impl.train for real; return (completed process, run folder)."""
-    return runner("tf_impl.train", tmp_path)
+    return runner("tf_impl.train", tmp_path, warm=True)
 
 
 @pytest.fixture(scope="session")
@@ -25,7 +25,7 @@ def parity_runs(tmp_path_factory):
         ("tf-w1", "tf_impl.train", 0, []),
         ("tf-w2", "tf_impl.train", 2, []),
     ):
-        runs[name] = runner(module, root)(
+        runs[name] = runner(module, root, warm=True)(
             name, nproc, *PARITY_SET, *extra, extra=PARITY, small=False
         )[1]
     return runs

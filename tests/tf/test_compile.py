@@ -22,7 +22,7 @@ def xla_runs(tmp_path_factory, parity_runs):
     """XLA's run on 2 workers beside the session's parity runs of torch (1 process) and
     eager TensorFlow (2 workers), all of the parity preset's 50 steps."""
     root = tmp_path_factory.mktemp("xla")
-    xla = runner("tf_impl.train", root)
+    xla = runner("tf_impl.train", root, warm=True)
     settings = [*PARITY_SET, "tf.jit_compile=true"]
     return {
         "torch": parity_runs["torch-single"],

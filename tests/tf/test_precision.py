@@ -64,7 +64,7 @@ def test_bf16_trains_on_the_cpu(run_tf):
 def default_run(tmp_path_factory):
     """One worker for one epoch with every other setting at its default (TF32 off, the CPU
     kernels the suite picks): read by the TF32 and the kernel tests."""
-    run = runner("tf_impl.train", tmp_path_factory.mktemp("default"))
+    run = runner("tf_impl.train", tmp_path_factory.mktemp("default"), warm=True)
     return run("default", 0, "train.epochs=1")[1]
 
 

@@ -34,7 +34,7 @@ def resnet_runs(request, tmp_path_factory):
     names = RUNS if request.param == "mnist" else ["torch-single", "tf-w1"]
     for name in names:
         module, nproc, extra = RUNS[name]
-        _, folders[name] = runner(module, root)(
+        _, folders[name] = runner(module, root, warm=True)(
             name, nproc, *SETTINGS, *dataset, *extra, extra=[*PRESET, "--quiet"], small=False
         )
     return request.param, folders

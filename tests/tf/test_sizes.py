@@ -25,8 +25,8 @@ def step_losses(run_dir):
 @pytest.fixture(scope="module")
 def second_size(tmp_path_factory):
     root = tmp_path_factory.mktemp("second-size")
-    torch_run = runner("torch_impl.train", root)
-    tf_run = runner("tf_impl.train", root)
+    torch_run = runner("torch_impl.train", root, warm=True)
+    tf_run = runner("tf_impl.train", root, warm=True)
     return {
         "torch": torch_run("torch", 0, *SECOND_SIZE, extra=PARITY, small=False)[1],
         "tf": tf_run("tf", 2, *SECOND_SIZE, extra=PARITY, small=False)[1],

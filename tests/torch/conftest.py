@@ -7,10 +7,11 @@ __all__ = ["SMALL", "train_command"]
 
 
 def train_command(nproc: int, overrides: list[str], extra: list[str]) -> list[str]:
-    return _train_command("torch_impl.train", nproc, overrides, extra)
+    """Ranks forked warm (tests/warm_ranks.py): the torch tests' subject is training."""
+    return _train_command("torch_impl.train", nproc, overrides, extra, warm=True)
 
 
 @pytest.fixture
 def run_torch(tmp_path):
     """Run torch_impl.train for real; return (completed process, run folder)."""
-    return runner("torch_impl.train", tmp_path)
+    return runner("torch_impl.train", tmp_path, warm=True)

@@ -25,7 +25,7 @@ def test_every_registered_torch_strategy_has_its_apply_function():
 def four_ranks(tmp_path_factory):
     from tests.launching import runner
 
-    run = runner("torch_impl.train", tmp_path_factory.mktemp("hsdp"))
+    run = runner("torch_impl.train", tmp_path_factory.mktemp("hsdp"), warm=True)
     folders = {}
     for strategy, extra in (("hsdp", ["torch.hsdp_shard_size=2"]), ("ddp", []), ("fsdp2", [])):
         _, folders[strategy] = run(

@@ -40,7 +40,7 @@ def traffic(run_dir) -> list[dict]:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_counted_collectives_agree_with_the_registry(case, tmp_path, capsys):
     module, nproc, extra = CASES[case]
-    _, run_dir = runner(module, tmp_path)("t", nproc, *SETTINGS, *extra, small=False)
+    _, run_dir = runner(module, tmp_path, warm=True)("t", nproc, *SETTINGS, *extra, small=False)
     entries = traffic(run_dir)
     train = [entry for entry in entries if entry["phase"] == "train"]
     expected_total = sum(entry["expected_payload_bytes"] for entry in train)
