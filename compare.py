@@ -23,12 +23,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from common.projection import chart, memory_at_n, summary
-from common.report import outputs, pages, size_table, tables, verdict
+from common.report import size_table, verdict
 from common.report.inputs import load_runs
-from common.report.rows import Row, group_runs, rows_for
+from common.report.render import files, pages, tables
+from common.report.rows import RunGroup, group_runs, rows_for
 from common.report.runs import RecordedRun
 
 
@@ -172,9 +172,8 @@ class Compared:
     runs: list[RecordedRun]
     problems: list[str]
     target: float
-    groups: list[tuple[dict[str, Any], list[RecordedRun]]]
+    groups: list[RunGroup]
     notes: list[str]
-    rows: list[list[Row]]
     size_rows: list[size_table.SizeRow]
 
 
@@ -184,13 +183,15 @@ def _load(args: argparse.Namespace) -> Compared:
         print(f"warning: {warning}", file=sys.stderr)
     target = args.target if args.target is not None else default_target(runs)
     groups, notes = group_runs(runs)
-    rows = [rows_for(members, target) for _, members in groups]
-    return Compared(runs, problems, target, groups, notes, rows, size_table.size_rows(runs))
+    for group in groups:
+        group.rows = rows_for(group.runs, target)
+    return Compared(runs, problems, target, groups, notes, size_table.size_rows(runs))
 
 
 def _print_tables(compared: Compared, form: str) -> None:
     target = compared.target
-    for (key, _), rows in zip(compared.groups, compared.rows, strict=True):
+    for group in compared.groups:
+        key, rows = group.key, group.rows
         title = ", ".join(f"{name} {value}" for name, value in key.items())
         said = verdict.sentences(rows, target)
         if form == "terminal":
@@ -205,9 +206,9 @@ def _print_tables(compared: Compared, form: str) -> None:
             shown = [row.as_dict() for row in rows]
             print(json.dumps({"key": key, "target_accuracy": target, "rows": shown}))
     if compared.size_rows and form in ("terminal", "markdown"):
-        lines = size_table.size_table_lines(compared.size_rows)
+        lines = tables.size_table_lines(compared.size_rows)
         print(f"== model-size axis\n{tables.aligned(lines)}")
-    all_rows = [row for rows in compared.rows for row in rows]
+    all_rows = [row for group in compared.groups for row in group.rows]
     if form in ("terminal", "markdown") and all_rows:
         bullet = "  *" if form == "terminal" else "-"
         print("\n".join(f"{bullet} {note}" for note in tables.footnotes(all_rows, target)))
@@ -251,10 +252,9 @@ def _write_report(out: Path, compared: Compared, projected: summary.Report | Non
             print(f"projection plot: {picture}")
         section = pages.Projection(projected.sentences, projected.table, projected.caveats, picture)
     try:
-        html_path = outputs.write_report(
+        html_path = files.write_report(
             out,
             compared.groups,
-            compared.rows,
             compared.notes,
             compared.problems,
             compared.target,
@@ -270,7 +270,7 @@ def _write_report(out: Path, compared: Compared, projected: summary.Report | Non
 
 
 def _write_events(folder: Path, compared: Compared) -> None:
-    from common.report import tensorboard
+    from common.report.render import tensorboard
 
     try:
         written = tensorboard.write_events(compared.runs, folder)

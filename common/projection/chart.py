@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from common.projection.summary import Report
-from common.report.looks import pyplot, style
+from common.report.render.style import pyplot, style
 from common.storage import whole
 
 

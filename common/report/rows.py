@@ -75,10 +75,20 @@ class Row(RunSummary):
         return self.state_mib or 0.0
 
 
-Group = tuple[dict[str, Any], list[RecordedRun]]
+@dataclass
+class RunGroup:
+    """Runs that trained the same thing, side by side: the key that says what (and how the group
+    differs from the others), its runs, their rows of the table, and the report's figures."""
+
+    key: dict[str, Any]
+    runs: list[RecordedRun]
+    rows: list[Row] = field(default_factory=list)
+    """Filled for a target accuracy (`rows_for`)."""
+    pictures: list[Path] = field(default_factory=list)
+    """Filled when the report's plots are written."""
 
 
-def group_runs(runs: list[RecordedRun]) -> tuple[list[Group], list[str]]:
+def group_runs(runs: list[RecordedRun]) -> tuple[list[RunGroup], list[str]]:
     """Runs that trained the same thing (equal `RecordedRun.comparable`), largest group first.
     Each group's key is its readable summary plus every config key in which the groups differ;
     one note per extra group says how it differs from the first."""
@@ -91,7 +101,7 @@ def group_runs(runs: list[RecordedRun]) -> tuple[list[Group], list[str]]:
     names = sorted({name for comparable, _ in ordered for name in comparable})
     differing = [name for name in names if len({repr(c.get(name)) for c, _ in ordered}) > 1]
     keyed = [
-        ({**members[0].group_key(), **{n: comparable.get(n) for n in differing}}, members)
+        RunGroup({**members[0].group_key(), **{n: comparable.get(n) for n in differing}}, members)
         for comparable, members in ordered
     ]
     notes = []

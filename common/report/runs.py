@@ -51,7 +51,7 @@ def column(
     the footnote that says what it measures (if the report's fixed notes do not), and how a
     row folds its repeats (median; interval: median with a 95% interval; row: computed from
     the rows, not the runs). A field of `RunSummary` declared with it is all a column takes:
-    `common.report.rows` folds it and `common.report.tables` shows it."""
+    `common.report.rows` folds it and `common.report.render.tables` shows it."""
     return field(
         default=default, metadata={"header": header, "digits": digits, "note": note, "fold": fold}
     )

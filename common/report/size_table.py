@@ -1,11 +1,10 @@
 """The model-size axis in a report: one row per series and parameter count, drawn by
-`common.report.sizeplot` and tabled here, whenever a series holds two sizes or more."""
+`common.report.render.size_plot` and tabled here, whenever a series holds two sizes or more."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from common.report import tables
 from common.report.runs import RecordedRun, median_of
 
 SIZE_KEYS = ("model.hidden", "model.width")  # what a size changes; the rest must match
@@ -85,8 +84,3 @@ SIZE_COLUMNS = [  # SizeRow attribute, header, digits
     ("above_mib", "above base MiB/rank", 0),
     ("peak_mib", "peak MiB/rank", 0),
 ]
-
-
-def size_table_lines(rows: list[SizeRow]) -> list[list[str]]:
-    ordered = sorted(rows, key=lambda r: (r.params, r.framework, r.strategy, r.world))
-    return tables.table_lines(ordered, SIZE_COLUMNS)

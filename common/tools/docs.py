@@ -30,7 +30,7 @@ from common.core.records.records import ENTRIES, KINDS
 from common.models import weights, zoo
 from common.models.config import ModelConfig
 from common.projection import link_profile, summary
-from common.report import tables
+from common.report.render import tables
 
 FOLDER = Path(__file__).resolve().parents[2] / "docs" / "reference"
 SCHEMA_FILE = FOLDER.parent / "metrics.schema.json"  # the records' JSON Schema
@@ -176,9 +176,10 @@ def columns_page() -> str:
         "",
         HEADER,
         "",
-        "The columns of compare.py's tables, in order (`common/report/tables.py`; the numbers "
-        "of one run come from `RunSummary` in `common/report/runs.py`), then the notes every "
-        "report prints under its table. The CSV and JSON outputs name the columns by their key.",
+        "The columns of compare.py's tables, in order (`common/report/render/tables.py`; the "
+        "numbers of one run come from `RunSummary` in `common/report/runs.py`), then the notes "
+        "every report prints under its table. The CSV and JSON outputs name the columns by "
+        "their key.",
         "",
         "| column | key | digits |",
         "|---|---|---|",

@@ -103,3 +103,17 @@ def test_common_imports_no_framework():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_reports_models_do_not_import_its_rendering():
+    """common/report/ holds what the report says (runs, rows, groups, verdict); its render/
+    subpackage how it looks. Only the way down is allowed."""
+    upward = []
+    for path in (COMMON / "report").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            names = [alias.name for alias in getattr(node, "names", [])]
+            imported = [module or "", *(f"{module}.{n}" for n in names)] if module else names
+            if any(name.startswith("common.report.render") for name in imported):
+                upward.append(path.name)
+    assert not upward, f"models of the report that import its rendering: {sorted(set(upward))}"

@@ -10,6 +10,7 @@ from common.data.config import DataConfig
 from common.models import layouts, size_names, weights, zoo
 from common.models.config import ModelConfig
 from common.report import size_table as size_axis
+from common.report.render import tables
 from common.report.runs import RecordedRun
 from tests import reference
 from tests.records import epoch, start
@@ -137,7 +138,7 @@ def test_size_rows_need_two_sizes_of_one_series():
     other = _sized_run("other", [256, 256], 90.0)
     other.start.config["optim"]["lr"] = 0.5  # another experiment: its own series
     assert len(size_axis.size_rows([small, other])) == 0
-    lines = size_axis.size_table_lines(rows)
+    lines = tables.size_table_lines(rows)
     assert lines[0][:2] == ["parameters", "framework"] and lines[1][0] == "0.1M"
 
 

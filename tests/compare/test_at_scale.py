@@ -6,7 +6,7 @@ import pytest
 
 import compare
 from common.core.config.config_io import load_config
-from common.report import plots
+from common.report.render import plots
 from tests.records import write_run
 
 

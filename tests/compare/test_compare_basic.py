@@ -220,13 +220,13 @@ def test_a_scaling_figure_from_ranks_that_shared_the_cores_says_so():
 
 
 def test_value_labels_of_one_worker_count_do_not_overlap():
-    from common.report import looks
+    from common.report.render import style
 
-    plt = looks.pyplot()
+    plt = style.pyplot()
     figure, axis = plt.subplots()
     axis.plot([1, 2], [0, 100])
     values = [100.0, 100.0, 99.0, 98.5, 40.0]
-    looks.place_labels(axis, [(2, 2.0, y, "black") for y in values])
+    style.place_labels(axis, [(2, 2.0, y, "black") for y in values])
     figure.canvas.draw()
     texts = axis.texts
     assert sorted(t.get_text() for t in texts) == ["100", "40", "98.5", "99"]  # no repeat

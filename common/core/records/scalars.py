@@ -1,5 +1,5 @@
 """The scalars TensorBoard shows of the records, one mapping for the live writer
-(`common.core.run.board`) and for compare --tensorboard (`common.report.tensorboard`): per
+(`common.core.run.board`) and for compare --tensorboard (`common.report.render.tensorboard`): per
 step (x: global step) the step's loss; per epoch (x: epoch) losses, accuracy, throughput, MFU,
 times, memory of the largest rank, the bytes a rank sends per step, and the learning rate."""
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from common.report.rows import Row
 from common.report.runs import RunSummary
+from common.report.size_table import SIZE_COLUMNS, SizeRow
 
 IDENTITY = [
     ("framework", "framework"),
@@ -120,3 +121,9 @@ def footnotes(rows: list[Row], target: float | None = None) -> list[str]:
     if any(row.first_epoch_only for row in rows):
         notes.append("runs of one epoch: their times include warm-up and tracing")
     return notes
+
+
+def size_table_lines(rows: list[SizeRow]) -> list[list[str]]:
+    """The model-size axis as table lines (header first), smallest model first."""
+    ordered = sorted(rows, key=lambda r: (r.params, r.framework, r.strategy, r.world))
+    return table_lines(ordered, SIZE_COLUMNS)

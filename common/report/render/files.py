@@ -7,16 +7,15 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from common.report import looks, pages, plots, size_table, sizeplot, tables
-from common.report.rows import Group, Row
+from common.report.render import pages, plots, size_plot, style, tables
+from common.report.rows import RunGroup
 from common.report.size_table import SizeRow
 from common.storage import whole
 
 
 def write_report(
     out: Path,
-    groups: list[Group],
-    runs_by_group: list[list[Row]],
+    groups: list[RunGroup],
     notes: list[str],
     problems: list[str],
     target: float,
@@ -24,19 +23,17 @@ def write_report(
     projection: pages.Projection | None = None,
 ) -> Path:
     out.mkdir(parents=True, exist_ok=True)
-    rendered = []
-    for index, ((key, members), rows) in enumerate(zip(groups, runs_by_group, strict=True)):
+    for index, group in enumerate(groups):
         folder = out / ("plots" if index == 0 else f"plots-group{index + 1}")
-        pictures = plots.write_plots(rows, members, folder, target)
-        rendered.append(pages.Group(key, rows, members, pictures))
+        group.pictures = plots.write_plots(group.rows, group.runs, folder, target)
     size = None
     if size_rows:
-        everyone = [run for _, members in groups for run in members]
-        picture = sizeplot.plot_sizes(size_rows, out / "size.png", looks.caption(everyone))
-        size = pages.SizeAxis(size_table.size_table_lines(size_rows), picture, sizeplot.CAPTION)
+        everyone = [run for group in groups for run in group.runs]
+        picture = size_plot.plot_sizes(size_rows, out / "size.png", style.caption(everyone))
+        size = pages.SizeAxis(tables.size_table_lines(size_rows), picture, size_plot.CAPTION)
     for write, name in ((pages.write_html, "report.html"), (pages.write_markdown, "report.md")):
         write(
-            rendered,
+            groups,
             notes,
             problems,
             path=out / name,
@@ -44,12 +41,12 @@ def write_report(
             size=size,
             projection=projection,
         )
-    all_rows = [{**group.key, **row.as_dict()} for group in rendered for row in group.rows]
+    all_rows = [{**group.key, **row.as_dict()} for group in groups for row in group.rows]
     whole.write_text(out / "report.csv", tables.csv_table(all_rows))
     document = {
         "target_accuracy": target,
         "groups": [
-            {"key": group.key, "rows": [row.as_dict() for row in group.rows]} for group in rendered
+            {"key": group.key, "rows": [row.as_dict() for row in group.rows]} for group in groups
         ],
         "model_sizes": [asdict(row) for row in size_rows],
         "not_side_by_side": notes,

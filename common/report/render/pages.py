@@ -14,14 +14,13 @@ from typing import Any
 import jinja2
 
 from common.report import verdict
-from common.report.rows import Row
-from common.report.runs import RecordedRun
-from common.report.tables import footnotes, markdown_table, table_lines
+from common.report.render.tables import footnotes, markdown_table, table_lines
+from common.report.rows import RunGroup
 from common.storage import whole
 
-# The HTML page's template (common/report/templates/), escaped as HTML wherever it inserts text.
+# The HTML page's template (render/templates/), escaped as HTML wherever it inserts text.
 TEMPLATES = jinja2.Environment(
-    loader=jinja2.PackageLoader("common.report", "templates"),
+    loader=jinja2.PackageLoader("common.report.render", "templates"),
     autoescape=True,
     trim_blocks=True,
     lstrip_blocks=True,
@@ -52,21 +51,13 @@ STYLE = (
 )
 
 
-@dataclass
-class Group:
-    key: dict[str, Any]
-    rows: list[Row]
-    runs: list[RecordedRun]
-    pictures: list[Path]
-
-
 def _picture(path: Path, caption: str) -> dict[str, str]:
     """A figure inlined into the page (readable offline), with its alt text and caption."""
     data = base64.b64encode(path.read_bytes()).decode()
     return {"alt": path.stem, "data": data, "caption": caption}
 
 
-def _group(group: Group, page: Path, target: float) -> dict[str, Any]:
+def _group(group: RunGroup, page: Path, target: float) -> dict[str, Any]:
     """One group's section: its verdict, its table with a link to each row's run folders, and
     its figures."""
     lines = table_lines(group.rows)
@@ -126,7 +117,7 @@ def _projection_markdown(projection: Projection, page: Path) -> list[str]:
 
 
 def write_html(
-    groups: list[Group],
+    groups: list[RunGroup],
     notes: list[str],
     problems: list[str],
     *,
@@ -165,7 +156,7 @@ def write_html(
 
 
 def write_markdown(
-    groups: list[Group],
+    groups: list[RunGroup],
     notes: list[str],
     problems: list[str],
     *,

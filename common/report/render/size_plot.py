@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common.report import plots
-from common.report.looks import Pen, pyplot, style, thousands
+from common.report.render import plots
+from common.report.render.style import Pen, pyplot, style, thousands
 from common.report.size_table import SizeRow
 
 CAPTION = (

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common.report.looks import (
+from common.report.render.style import (
     Pen,
     caption,
     place_labels,
