@@ -22,8 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from common.core.config import config_io
-from common.core.measure import devices
+from common.core.config import config_io, devices
 from common.data import mnist
 from common.launch import environment
 from common.models import zoo

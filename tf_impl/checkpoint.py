@@ -18,7 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from common.core.measure import collectives
+from common.launch import exchanges
 from common.storage.whole import whole
 from tf_impl.dist import DistInfo, all_reduce_sum, barrier
 from tf_impl.model import get_weights
@@ -59,7 +59,7 @@ def export_model(model: keras.Model, run_dir: Path, info: DistInfo) -> Path:
     Mirrored training must leave every worker with the same weights: checked, bit for bit."""
     canonical = get_weights(model)
     digest = zlib.crc32(b"".join(array.tobytes() for array in canonical.values()))
-    gathered = collectives.gather_rows(
+    gathered = exchanges.gather_rows(
         [digest],
         rank=info.rank,
         world_size=info.world_size,

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 import numpy as np
 import tensorflow as tf
 
+from common.core.config import devices
 from common.core.config.config import Config
 from common.core.config.strategies import ParallelDims
-from common.core.measure import devices
 from common.data import mnist as common_data
 from common.data.shard import plans_for
 from tf_impl.dist import DistInfo

@@ -17,8 +17,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.eager import context
 
+from common.core.config import devices
 from common.core.config.config import Config
-from common.core.measure import devices
 from common.launch import cluster, rendezvous
 
 COMMUNICATION = {
@@ -46,7 +46,7 @@ class DistInfo(cluster.RankView):
 
 
 def pick_device(cfg: Config, spec: cluster.ClusterSpec) -> tuple[str, str]:
-    """Make one device visible to this worker (`common.core.measure.devices.place` decides which;
+    """Make one device visible to this worker (`common.core.config.devices.place` decides which;
     ValueError
     when it cannot work): the GPU of its local rank, or none."""
     gpus = tf.config.list_physical_devices("GPU")
@@ -66,7 +66,7 @@ def pick_device(cfg: Config, spec: cluster.ClusterSpec) -> tuple[str, str]:
 
 
 def set_threads(spec: cluster.ClusterSpec) -> dict[str, int]:
-    """Intra- and inter-op threads by `common.core.measure.devices`' rule (the same as torch's
+    """Intra- and inter-op threads by `common.core.config.devices`' rule (the same as torch's
     side)."""
     intra = devices.threads_per_rank(spec, devices.available_cores())
     tf.config.threading.set_intra_op_parallelism_threads(intra)

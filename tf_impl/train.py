@@ -29,7 +29,7 @@ from tensorflow.python.framework import config as framework_config
 from tensorflow.python.util import _pywrap_util_port
 
 from common.core.config.config import Config
-from common.core.measure import precision
+from common.core.measure import precision, replicas
 from common.core.measure.clocks import EpochMeanStepClock, HostStepClock
 from common.core.measure.traffic import Call
 from common.core.train import main as main_body
@@ -89,7 +89,8 @@ class TfTrainer(TrainerBase):
                 f"{precision.FORCE_OVERFLOW_VARIABLE} forces an fp16 overflow; it needs "
                 "tf.mixed_precision=fp16"
             )
-        self.steps_taken = self.reported_skips = self.applied_before = 0
+        self.skips = precision.SkippedSteps()  # this launch's steps, and the optimizer's
+        self.applied_before = 0  # the optimizer's updates of earlier launches (a resume)
         self.counting: list[Call] | None = None  # collectives of the work count_calls runs
 
     def numerics(self) -> dict:
@@ -150,9 +151,9 @@ class TfTrainer(TrainerBase):
                 tf.gather(self.data.train_labels, indices),
             )
         images, labels = batch
-        self.steps_taken += 1
+        self.skips.taken += 1
         if self.fault is not None:
-            self.fault.assign(float("inf") if self.steps_taken in self.overflow_at else 1.0)
+            self.fault.assign(float("inf") if self.skips.taken in self.overflow_at else 1.0)
         loss = self.compiled_step(images, labels)
         if self.counting is not None:  # the graph this call ran
             concrete = self.compiled_step.get_concrete_function(images, labels)
@@ -168,10 +169,10 @@ class TfTrainer(TrainerBase):
         if self.cfg.data.pipeline != "tensor" or len(batches) < self.cfg.train.steps_per_call:
             return super().train_steps(batches, lrs)
         faults = [
-            float("inf") if self.steps_taken + index + 1 in self.overflow_at else 1.0
+            float("inf") if self.skips.taken + index + 1 in self.overflow_at else 1.0
             for index in range(len(batches))
         ]
-        self.steps_taken += len(batches)
+        self.skips.taken += len(batches)
         losses = self.compiled_steps(
             tf.constant(np.stack(batches)),
             tf.constant(lrs, dtype=tf.float32),
@@ -186,8 +187,8 @@ class TfTrainer(TrainerBase):
         if not isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
             return None
         # The inner optimizer counts only the steps it applied.
-        skipped = self.steps_taken - (int(self.optimizer.iterations.numpy()) - self.applied_before)
-        new, self.reported_skips = skipped - self.reported_skips, skipped
+        self.skips.applied = int(self.optimizer.iterations.numpy()) - self.applied_before
+        new = self.skips.new_since_last()
         return float(self.optimizer.dynamic_scale.numpy()), new
 
     def replica_digest(self) -> float | None:
@@ -197,7 +198,7 @@ class TfTrainer(TrainerBase):
                 continue  # the dropout layers' seed states
             bits = tf.bitcast(tf.cast(variable, tf.float32), tf.int32)
             total += int(tf.reduce_sum(tf.cast(bits, tf.int64)))
-        return float(total % precision.DIGEST_MODULUS)
+        return float(total % replicas.DIGEST_MODULUS)
 
     def evaluate(self) -> tuple[float, float]:
         result = evaluate(self.eval_step, self.data, self.info)

@@ -23,8 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from common.core.config import config_io
-from common.core.measure import devices
+from common.core.config import config_io, devices
 from common.data import mnist
 from common.launch import environment
 from common.models import zoo

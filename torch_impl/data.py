@@ -22,9 +22,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
+from common.core.config import devices
 from common.core.config.config import Config
 from common.core.config.strategies import ParallelDims
-from common.core.measure import devices
 from common.data import mnist as common_data
 from common.data.shard import TrainPlan, loader_seed, plans_for
 from torch_impl.dist import DistInfo

@@ -18,9 +18,8 @@ import numpy as np
 import torch
 import torch.distributed as torch_dist
 
-from common.core.config import strategies
+from common.core.config import devices, strategies
 from common.core.config.config import Config
-from common.core.measure import devices
 from common.launch import cluster, rendezvous
 from torch_impl import nccl
 from torch_impl.precision import apply_determinism, settle_vector_math
@@ -42,7 +41,7 @@ class DistInfo(cluster.RankView):
 
 
 def pick_device(cfg: Config, spec: cluster.ClusterSpec) -> torch.device:
-    """This rank's device (`common.core.measure.devices.place` decides; ValueError when it cannot
+    """This rank's device (`common.core.config.devices.place` decides; ValueError when it cannot
     work)."""
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
     placed = devices.place(
@@ -54,7 +53,7 @@ def pick_device(cfg: Config, spec: cluster.ClusterSpec) -> torch.device:
 
 
 def set_threads(spec: cluster.ClusterSpec) -> dict[str, int]:
-    """Intra- and inter-op threads by `common.core.measure.devices`' rule (the same as TensorFlow's
+    """Intra- and inter-op threads by `common.core.config.devices`' rule (the same as TensorFlow's
     side)."""
     intra = devices.threads_per_rank(spec, devices.available_cores())
     torch.set_num_threads(intra)

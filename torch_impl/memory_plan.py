@@ -142,7 +142,7 @@ def stepper(
     net = cfg.net()
     images = torch.randn(batch, *net.inputs, device=device)
     labels = torch.randint(0, net.classes, (batch,), device=device)
-    amp = Amp(cfg, strategy, device, rank=rank)
+    amp = Amp(cfg, strategy, device)
     return Stepper(model, optimizer, amp, images, labels, cfg.optim.lr, dims.dp_size)
 
 

@@ -24,14 +24,12 @@ with the scale it had.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
-from torch.distributed.tensor import DTensor
 
 from common.core.config.config import Config
 from common.core.config.strategies import Strategy
@@ -93,22 +91,10 @@ def determinism_settings() -> dict[str, Any]:
     }
 
 
-def _overflow_own_shard(optimizer: torch.optim.Optimizer) -> None:
-    """One element of this rank's first non-empty gradient shard becomes inf."""
-    for group in optimizer.param_groups:
-        for param in group["params"]:
-            grad = param.grad
-            local = grad.to_local() if isinstance(grad, DTensor) else grad
-            if local is not None and local.numel():
-                with torch.no_grad():
-                    local.view(-1)[0] = math.inf
-                return
-
-
 class Amp:
     """Autocast and the gradient scaler of one run, and its count of skipped steps."""
 
-    def __init__(self, cfg: Config, strategy: Strategy, device: torch.device, rank: int):
+    def __init__(self, cfg: Config, strategy: Strategy, device: torch.device):
         self.device_type = device.type
         self.dtype = DTYPES.get(cfg.torch.mixed_precision)
         self.autocast = self.dtype is not None and strategy.precision_by == "autocast"
@@ -122,19 +108,12 @@ class Amp:
                 growth_interval=precision.LOSS_SCALE_GROWTH_INTERVAL,
             )
         self.sharded = strategy.shards
-        self.overflow_at = precision.forced_overflow_steps(rank)
-        if self.overflow_at and self.scaler is None:
-            raise ValueError(
-                f"{precision.FORCE_OVERFLOW_VARIABLE} forces an fp16 overflow; it needs "
-                "torch.mixed_precision=fp16"
-            )
-        self.steps_taken = 0  # steps taken by this launch
-        self.applied = 0  # of those, steps the optimizer took (the scaler may skip one)
-        self.reported_skips = 0
+        self.skips = precision.SkippedSteps()  # this launch's steps, and the optimizer's
 
     def watch(self, optimizer: torch.optim.Optimizer) -> None:
         """Count the optimizer's real steps: GradScaler.step skips `optimizer.step` on overflow."""
-        optimizer.register_step_post_hook(lambda *_: setattr(self, "applied", self.applied + 1))
+        skips = self.skips
+        optimizer.register_step_post_hook(lambda *_: setattr(skips, "applied", skips.applied + 1))
 
     def forward_context(self):
         if self.autocast:
@@ -142,17 +121,10 @@ class Amp:
         return contextlib.nullcontext()
 
     def scale(self, loss: torch.Tensor) -> torch.Tensor:
-        """What backward starts from: the loss, times the scale under fp16 loss scaling.
-
-        A forced fault (`FORCE_OVERFLOW_VARIABLE`) overflows as a real one would on this rank:
-        replicated gradients are summed before the scaler sees them, so an overflow in this
-        rank's backward reaches every rank; sharded ones are reduce-scattered, so it may land in
-        this rank's shard alone (`step` puts it there), and the scaler must tell the others."""
-        self.steps_taken += 1
+        """What backward starts from: the loss, times the scale under fp16 loss scaling."""
+        self.skips.taken += 1
         if self.scaler is None:
             return loss
-        if self.steps_taken in self.overflow_at and not self.sharded:
-            loss = loss * math.inf
         return self.scaler.scale(loss)
 
     def step(self, optimizer: torch.optim.Optimizer) -> None:
@@ -160,8 +132,6 @@ class Amp:
         if self.scaler is None:
             optimizer.step()
             return
-        if self.steps_taken in self.overflow_at and self.sharded:
-            _overflow_own_shard(optimizer)
         self.scaler.step(optimizer)
         self.scaler.update()
 
@@ -169,9 +139,7 @@ class Amp:
         """(the scale now, steps skipped since the last call); None without loss scaling."""
         if self.scaler is None:
             return None
-        skipped = self.steps_taken - self.applied
-        new, self.reported_skips = skipped - self.reported_skips, skipped
-        return float(self.scaler.get_scale()), new
+        return float(self.scaler.get_scale()), self.skips.new_since_last()
 
     def save(self, folder: Path, rank: int) -> None:
         if self.scaler is not None:

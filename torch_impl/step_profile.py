@@ -31,7 +31,7 @@ import time
 from torch.profiler import ProfilerActivity, profile
 
 from common.core.config import config_io
-from common.core.measure.devices import resolve_eval_batch
+from common.core.config.devices import resolve_eval_batch
 from common.launch import environment
 from torch_impl import dist, traffic
 from torch_impl.parallel import resolve_strategy

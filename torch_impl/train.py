@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from common.core.config.config import Config
 from common.core.config.expected_traffic import Unit
-from common.core.measure import precision
+from common.core.measure import precision, replicas
 from common.core.measure.clocks import HostStepClock
 from common.core.measure.traffic import Call
 from common.core.records.entries import StepSplit
@@ -36,7 +36,7 @@ from common.core.train import main as main_body
 from common.core.train.trainer import TrainerBase
 from common.launch.cluster import ClusterSpec
 from common.models import weights as model_weights
-from torch_impl import checkpoint, dist, gemm, memory, traffic
+from torch_impl import checkpoint, dist, faults, gemm, memory, traffic
 from torch_impl.data import TorchData, build_dataset
 from torch_impl.optim import build_optimizer, implementation
 from torch_impl.parallel import (
@@ -128,7 +128,7 @@ class TorchTrainer(TrainerBase):
     def __init__(self, cfg: Config, info: dist.DistInfo):
         super().__init__(cfg, info)
         self.precision = precision.LOW[cfg.torch.mixed_precision]
-        self.amp = Amp(cfg, self.strategy, info.device, info.rank)
+        self.amp = faults.amp_for(cfg, self.strategy, info.device, info.rank)
         self.on_cuda = info.device.type == "cuda"
         self.counted_split: StepSplit | None = None
         clock = CudaEventStepClock if self.on_cuda else HostStepClock
@@ -203,7 +203,7 @@ class TorchTrainer(TrainerBase):
                 for t in held
                 if t.is_floating_point()
             )
-        return float(total % precision.DIGEST_MODULUS)
+        return float(total % replicas.DIGEST_MODULUS)
 
     def save_checkpoint(self, folder: Path) -> None:
         super().save_checkpoint(folder)

@@ -15,10 +15,9 @@ from typing import Any
 import numpy as np
 
 from common.core.config import config_io
-from common.core.measure import collectives
 from common.core.measure.traffic import wire_bytes
 from common.core.records import provenance
-from common.launch import environment
+from common.launch import environment, exchanges
 from common.launch.cluster import ClusterSpec
 from common.projection.link_profile import (
     SIZES,
@@ -217,7 +216,7 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    hosts = collectives.gather_texts(
+    hosts = exchanges.gather_texts(
         spec.node,
         rank=spec.rank,
         world_size=spec.world_size,

@@ -25,9 +25,8 @@ import contextlib
 from pathlib import Path
 
 from common.core.config import strategies
-from common.core.train import programs
 from common.core.train.progress import TERMINAL_EVERY_S
-from common.tools import worktree
+from common.tools import programs, worktree
 from common.tools.bench_cells import Cell, measurements
 from common.tools.bench_table import Tally, change_table, main_table
 from common.tools.measure import BATCH, progress_cost

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from common.core.config import strategies
-from common.core.train import programs
+from common.tools import programs
 from common.tools.measure import baselines, launched
 
 # variant -> (samples/s, {"mfu": training MFU, "eval": evaluation MFU} or {})

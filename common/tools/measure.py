@@ -13,9 +13,9 @@ from typing import Any
 
 from common.core.records import metrics
 from common.core.records.records import METRICS_FILENAME, Epoch
-from common.core.train import programs
 from common.core.train.progress import TERMINAL_EVERY_S, Progress
 from common.data import mnist
+from common.tools import programs
 
 BATCH = 64
 TIMEOUT_S = 1800

@@ -31,11 +31,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common.core.measure import collectives, devices
+from common.core.config import devices
 from common.core.records import metrics
 from common.core.records.records import METRICS_FILENAME, Epoch, RunEnd
-from common.core.train import programs
+from common.launch import exchanges
 from common.projection import link_bench, link_profile
+from common.tools import programs
 
 MARK = "PREFLIGHT "
 SIZES = [8 * 8**k for k in range(8)] + [64 * 2**20]  # 8 B, 64 B, ... 16 MiB, 64 MiB
@@ -61,7 +62,7 @@ def bandwidth_row(size_bytes: int, seconds: float, world_size: int) -> dict[str,
 
 def cpu_precisions() -> list[str]:
     """The precisions a CPU rank trains in the preflight: fp32, and bf16 where the CPU has its
-    instructions (`common.core.measure.devices.emulated_on_cpu`); an emulated one would take minutes
+    instructions (`common.core.config.devices.emulated_on_cpu`); an emulated one would take minutes
     and measure the emulation."""
     return ["none"] + [p for p in ("bf16",) if not devices.emulated_on_cpu(p)]
 
@@ -77,7 +78,7 @@ def report_probe(
     precisions: list[str],
     strategies: list[str],
     all_reduce_seconds: Callable[[int, int], float],
-    all_reduce_sum: collectives.AllReduceSum,
+    all_reduce_sum: exchanges.AllReduceSum,
 ) -> None:
     """Collective, the body of both frameworks' probes: gather what every rank sees (`info`,
     a framework's DistInfo), time all-reduces over SIZES (`all_reduce_seconds(bytes,
@@ -89,7 +90,7 @@ def report_probe(
         "threads": info.threads,
     }
     exchange = {"rank": info.rank, "world_size": info.world_size, "all_reduce_sum": all_reduce_sum}
-    ranks = [json.loads(text) for text in collectives.gather_texts(json.dumps(seen), **exchange)]
+    ranks = [json.loads(text) for text in exchanges.gather_texts(json.dumps(seen), **exchange)]
     rows = []
     if info.world_size > 1:
         rows = [

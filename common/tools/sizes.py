@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from common.core.config import strategies
-from common.core.train import programs
 from common.models.size_names import size_overrides
+from common.tools import programs
 
 SWEEP_DEFAULTS = ["data.name=synthetic", "optim.name=sgd", "optim.lr=0.01"]
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -1,10 +1,10 @@
-"""The device and thread decisions (`common.core.measure.devices`), with faked device counts and
+"""The device and thread decisions (`common.core.config.devices`), with faked device counts and
 faked
 launch environments: what a GPU node or a SLURM step would show, without one."""
 
 import pytest
 
-from common.core.measure import devices
+from common.core.config import devices
 from common.launch import environment
 from tests.common.test_cluster import slurm_env
 

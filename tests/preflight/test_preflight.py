@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from common.core.measure import devices
+from common.core.config import devices
 from common.projection import link_profile
 from common.tools import preflight
 

@@ -131,7 +131,7 @@ class TrainConfig(Section):
     batch_size samples, so the global batch grows with the world (weak scaling)."""
     eval_batch_size: Annotated[StrictInt, Field(ge=0)] = 0
     """Global evaluation batch, split over the ranks; 0: the framework's fastest on the
-    device (`common.core.measure.devices.EVAL_BATCH`: torch 100 and TensorFlow 1000 on the CPU,
+    device (`common.core.config.devices.EVAL_BATCH`: torch 100 and TensorFlow 1000 on the CPU,
     measured; 1000 on GPUs). Loss and accuracy do not depend on it."""
     seed: Annotated[StrictInt, Field(ge=0, le=MAX_SEED), Says(f"must be in 0..{MAX_SEED}")] = 0
     """Seeds the initial weights, the shuffle order and dropout."""

@@ -16,8 +16,8 @@ import resource
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.core.measure import collectives
 from common.core.records.records import MemoryEntry
+from common.launch import exchanges
 
 NUMBERS = ("peak_bytes", "param_bytes", "grad_bytes", "optim_bytes")
 ADDED = ("baseline_bytes", "peak_above_baseline_bytes", "reserved_peak_bytes")
@@ -113,7 +113,7 @@ def above_baseline(use: MemoryUse) -> int:
 
 
 def gather_memory(
-    local: MemoryUse, *, rank: int, world_size: int, all_reduce_sum: collectives.AllReduceSum
+    local: MemoryUse, *, rank: int, world_size: int, all_reduce_sum: exchanges.AllReduceSum
 ) -> list[MemoryEntry]:
     """Every rank's MemoryUse as the epoch record's memory entries, in rank order (collective)."""
     reserved = local.reserved_peak_bytes
@@ -123,7 +123,7 @@ def gather_memory(
         above_baseline(local),
         -1 if reserved is None else reserved,
     ]
-    table = collectives.gather_rows(
+    table = exchanges.gather_rows(
         row, rank=rank, world_size=world_size, all_reduce_sum=all_reduce_sum
     )
     entries = []

@@ -80,7 +80,7 @@ class RunStart(Fields):
     )
     threads: dict[str, int] | None = doc(
         "the chief's intra_op and inter_op thread counts (the same rule on both sides: the "
-        "rank's share of its cores, common.core.measure.devices)",
+        "rank's share of its cores, common.core.config.devices)",
         added=True,
     )
     model_params: int | None = doc(

@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from common.core.measure import collectives
 from common.core.run import checkpoint_folders, resume
 from common.core.run.contract import Trainer
+from common.launch import exchanges
 
 # How long a rank that only heard of the chief's error waits before it leaves with it. A launcher
 # names the first rank it finds failed (it polls every common.launch.local.POLL_S), so a
@@ -25,7 +25,7 @@ SHARED_ERRORS: dict[str, type[Exception]] = {
 
 
 def exchange(trainer: Trainer) -> dict[str, Any]:
-    """The keyword arguments of `common.core.measure.collectives` for this trainer's ranks."""
+    """The keyword arguments of `common.launch.exchanges` for this trainer's ranks."""
     spec = trainer.spec
     return {
         "rank": spec.rank,
@@ -43,7 +43,7 @@ def on_chief(trainer: Trainer, decide: Callable[[], Any]) -> Any:
             outcome = {"result": decide()}
         except tuple(SHARED_ERRORS.values()) as error:
             outcome = {"error": type(error).__name__, "message": str(error)}
-    outcome = json.loads(collectives.broadcast_text(json.dumps(outcome), **exchange(trainer)))
+    outcome = json.loads(exchanges.broadcast_text(json.dumps(outcome), **exchange(trainer)))
     if "error" in outcome:
         if not trainer.spec.is_chief:  # let the chief, which found it, leave first
             time.sleep(FOLLOW_S)

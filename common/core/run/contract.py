@@ -110,7 +110,7 @@ class Trainer(Protocol):
         """Library versions beyond python and numpy (CUDA, NCCL, cuDNN, Keras ...)."""
 
     def threads(self) -> dict[str, int]:
-        """This rank's intra-op and inter-op threads (`common.core.measure.devices` decides
+        """This rank's intra-op and inter-op threads (`common.core.config.devices` decides
         them)."""
 
     def numerics(self) -> dict[str, Any]:
@@ -159,7 +159,7 @@ class Trainer(Protocol):
 
     def replica_digest(self) -> float | None:
         """The integer sum of the bit patterns of this rank's fp32 weights, modulo
-        `common.core.measure.precision.DIGEST_MODULUS`: equal on every rank of a replicated
+        `common.core.measure.replicas.DIGEST_MODULUS`: equal on every rank of a replicated
         strategy exactly
         when their weights are (barring a collision); None where the ranks hold shards."""
 

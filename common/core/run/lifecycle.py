@@ -18,7 +18,6 @@ from typing import Any
 from common.core.config.cli import RunOptions
 from common.core.config.config import Config
 from common.core.config.config_io import save_config, to_dict
-from common.core.measure import collectives
 from common.core.records import provenance
 from common.core.records.console import console_line
 from common.core.records.metrics import METRICS_FILENAME, MetricsWriter
@@ -27,6 +26,7 @@ from common.core.records.records import Epoch, Record, Resume, Status
 from common.core.run import board, checkpoint_folders, ends, liveness, recorder, resume
 from common.core.run.chief import exchange, on_chief
 from common.core.run.contract import Trainer
+from common.launch import exchanges
 from common.launch.cluster import ClusterSpec, unique_stamp
 
 # Bytes set aside beside the metrics file for run_end, freed just before it is written: a run
@@ -102,7 +102,7 @@ class Run:
         write run_start (collective). A refusal writes nothing."""
         spec = trainer.spec
         proposed = run_name(cfg, trainer.framework, trainer.strategy.name, spec)
-        name = collectives.broadcast_text(proposed, **exchange(trainer))
+        name = exchanges.broadcast_text(proposed, **exchange(trainer))
         claimed = Path(cfg.output.dir) / name
         held: list[liveness.Held] = []  # the chief's lock of the folder
 
@@ -128,8 +128,8 @@ class Run:
                 lock.release()
             raise
         where = f"{spec.node}:{trainer.device_type}:{trainer.device_name}"
-        devices = collectives.gather_texts(where, **exchange(trainer))
-        pids = [int(pid) for pid in collectives.gather_texts(str(os.getpid()), **exchange(trainer))]
+        devices = exchanges.gather_texts(where, **exchange(trainer))
+        pids = [int(pid) for pid in exchanges.gather_texts(str(os.getpid()), **exchange(trainer))]
         resume_from = checkpoint_folders.root(run_dir) / chosen if chosen else None
         run = cls(
             cfg,

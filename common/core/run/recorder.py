@@ -14,10 +14,10 @@ import numpy as np
 
 from common.core.config.config import Config
 from common.core.config.config_io import config_hash, to_dict
+from common.core.config.devices import emulated_on_cpu
 from common.core.measure import peak
 from common.core.measure.clocks import percentiles
-from common.core.measure.devices import emulated_on_cpu
-from common.core.measure.precision import ReplicaState
+from common.core.measure.replicas import ReplicaState
 from common.core.records import provenance
 from common.core.records.entries import StepSplit, TrafficEntry
 from common.core.records.records import SCHEMA_VERSION, Epoch, MemoryEntry, RunEnd, RunStart, Status

@@ -20,7 +20,7 @@ import numpy as np
 
 from common.core.config.cli import RunOptions
 from common.core.config.config import Config
-from common.core.measure import memory, precision, traffic
+from common.core.measure import memory, replicas, traffic
 from common.core.measure.traffic import Call
 from common.core.records.entries import StepSplit, TrafficEntry
 from common.core.records.records import Status
@@ -92,7 +92,7 @@ def train_epochs(
             clock=trainer.train_clock,
             elapsed_s=elapsed_before + time.perf_counter() - loop_start,
             memory=memory.gather_memory(trainer.memory_use(), **exchange(trainer)),
-            replicas=precision.gather_replica_state(
+            replicas=replicas.gather_replica_state(
                 trainer.replica_digest(), trainer.loss_scaling(), **exchange(trainer)
             ),
             flops_per_sample=flops,
@@ -101,7 +101,7 @@ def train_epochs(
             step_split=split,
         )
         run.record_epoch(record)
-        precision.check_agreement(record)  # a broken run's numbers mean nothing: stop it
+        replicas.check_agreement(record)  # a broken run's numbers mean nothing: stop it
         if record.mfu is not None and record.mfu > 1 and not reprobed:  # the peak read low
             reprobed = True
             peak_total = float(trainer.all_reduce_sum(np.array([trainer.peak_flops(True)]))[0])

@@ -12,10 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from common.core.config import cli
+from common.core.config import cli, devices
 from common.core.config.config import Config
 from common.core.config.config_io import config_from_args
-from common.core.measure import devices
 from common.core.run import board
 from common.core.run.contract import Trainer
 from common.core.train import loop

@@ -1,4 +1,4 @@
-"""Rows and texts travel as float64 sums (`common.core.measure.collectives`); here 3 ranks are 3
+"""Rows and texts travel as float64 sums (`common.launch.exchanges`); here 3 ranks are 3
 threads
 whose all-reduce is a real sum over what each of them sent."""
 
@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from common.core.measure import collectives
+from common.launch import exchanges
 
 
 def on_ranks(world, work):
@@ -39,7 +39,7 @@ def test_texts_of_any_length_arrive_whole_and_in_rank_order():
     texts = ["n1:cpu:cpu", "", "ünïcode-" + "x" * 400]
 
     def work(rank, reduce):
-        return collectives.gather_texts(texts[rank], rank=rank, world_size=3, all_reduce_sum=reduce)
+        return exchanges.gather_texts(texts[rank], rank=rank, world_size=3, all_reduce_sum=reduce)
 
     assert on_ranks(3, work) == [texts] * 3
 
@@ -47,7 +47,7 @@ def test_texts_of_any_length_arrive_whole_and_in_rank_order():
 def test_the_chiefs_text_reaches_every_rank():
     def work(rank, reduce):
         proposal = f"run-from-rank-{rank}"
-        return collectives.broadcast_text(proposal, rank=rank, world_size=3, all_reduce_sum=reduce)
+        return exchanges.broadcast_text(proposal, rank=rank, world_size=3, all_reduce_sum=reduce)
 
     assert on_ranks(3, work) == ["run-from-rank-0"] * 3
 
@@ -56,7 +56,7 @@ def test_rows_of_large_integers_arrive_exactly():
     big = 2**52 + 1  # peak bytes and the like: exact below 2**53
 
     def work(rank, reduce):
-        rows = collectives.gather_rows(
+        rows = exchanges.gather_rows(
             [big + rank, rank], rank=rank, world_size=3, all_reduce_sum=reduce
         )
         return [[int(value) for value in row] for row in rows]
