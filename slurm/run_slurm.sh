@@ -99,7 +99,7 @@ if [[ $framework == preflight ]]; then
 fi
 
 # The chief writes its run folder here; when it dies before its run_end, this script (or a
-# surviving rank, or the torchrun agent) writes one (python -m common.core.run.ends).
+# surviving rank, or the torchrun agent) writes one (python -m common.core.run.run_end).
 export SUITE_RUN_DIR_NOTE=$results/.run-dir-${SLURM_JOB_ID}-${SLURM_RESTART_COUNT:-0}
 if [[ $framework == torchrun ]]; then
   endpoint=$("${python[@]}" -m common.launch.environment rendezvous-endpoint) || exit 2
@@ -128,7 +128,7 @@ while true; do
 done
 
 if [[ $status -ne 0 && $status -ne $PREEMPTED_EXIT ]]; then
-  "${python[@]}" -m common.core.run.ends --note "$SUITE_RUN_DIR_NOTE" \
+  "${python[@]}" -m common.core.run.run_end --note "$SUITE_RUN_DIR_NOTE" \
     --error "the srun step ended with status $status and no rank wrote the run_end (the chief was killed or stopped; see the job's output)"
 fi
 rm -f "$SUITE_RUN_DIR_NOTE"

@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from common.launch import exchanges
-from common.storage.whole import whole
+from common.storage.whole_files import whole
 from tf_impl.dist import DistInfo, all_reduce_sum, barrier
 from tf_impl.model import get_weights
 

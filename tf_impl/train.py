@@ -11,10 +11,10 @@ so the loop is written out: `strategy.run` of a compiled step whose loss is
 from __future__ import annotations
 
 from common.core.config import cli
-from common.core.run import stops
+from common.core.run import stop_signals
 
 if __name__ == "__main__":  # --help in a second, before the framework is imported
-    stops.defer_preemption()  # a SIGUSR1 from now on waits for the run's handler
+    stop_signals.defer_preemption()  # a SIGUSR1 from now on waits for the run's handler
     cli.answer_help_early("python -m tf_impl.train", __doc__)
 
 import functools

@@ -10,7 +10,7 @@ with the two things a preemptible job needs that torchrun does not do.
 - When every rank exited with the preempted status (75: checkpointed, to be requeued), the
   agent exits 75 too, instead of torchrun's 1 for any failed rank, so the job requeues itself.
 - When a rank failed and the run has no run_end (its chief was killed), the agent writes it,
-  naming the rank that failed first and how (`common.core.run.ends`).
+  naming the rank that failed first and how (`common.core.run.run_end`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import socket
 import sys
 from pathlib import Path
 
-from common.core.run import ends
-from common.core.run.stops import PREEMPTED_EXIT
+from common.core.run import run_end
+from common.core.run.stop_signals import PREEMPTED_EXIT
 from common.launch.cluster import RUN_DIR_VARIABLE
 
 
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         note = os.environ.get(RUN_DIR_VARIABLE, "")
         error = f"rank {rank} {how} (pid {first.pid} on {socket.gethostname()}; seen by torchrun)"
-        ends.main(["--note", note, "--error", error])
+        run_end.main(["--note", note, "--error", error])
         raise
     return 0
 

@@ -9,10 +9,10 @@ Start it with torchrun, srun or `python -m common.launch --nproc N --`: the same
 from __future__ import annotations
 
 from common.core.config import cli
-from common.core.run import stops
+from common.core.run import stop_signals
 
 if __name__ == "__main__":  # --help in a second, before the framework is imported
-    stops.defer_preemption()  # a SIGUSR1 from now on waits for the run's handler
+    stop_signals.defer_preemption()  # a SIGUSR1 from now on waits for the run's handler
     cli.answer_help_early("python -m torch_impl.train", __doc__)
 
 import functools

@@ -24,7 +24,7 @@ TASK_GPU_BOUND = "SUITE_TASK_GPU_BOUND"
 STOP_REASON_VARIABLE = "SUITE_STOP_REASON"
 # A launcher (common.launch, slurm/run_slurm.sh, torch_impl.agent) names a file here; the chief
 # writes its run folder into it, so that the launcher can end a run whose chief died
-# (`python -m common.core.run.ends --note FILE`).
+# (`python -m common.core.run.run_end --note FILE`).
 RUN_DIR_VARIABLE = "SUITE_RUN_DIR_NOTE"
 # The exit status of a preempted rank: "try again later" (EX_TEMPFAIL). It checkpointed at the
 # end of the epoch on SIGUSR1; slurm/run_slurm.sh requeues the job, common.launch says so.

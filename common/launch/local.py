@@ -55,7 +55,7 @@ def _dies_with(launcher: int) -> None:
     """In a rank between fork and exec: the kernel kills it with SIGKILL when the launcher dies,
     whatever kills the launcher (a timeout's SIGKILL cannot be handled to stop the ranks).
     SIGUSR1 is held pending from the rank's first instruction until its run installs a
-    handler (`common.core.run.stops`); the mask goes through exec."""
+    handler (`common.core.run.stop_signals`); the mask goes through exec."""
     _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
     if os.getppid() != launcher:  # the launcher died before prctl: nobody would kill this rank
@@ -143,9 +143,17 @@ def _preempted(note: Path) -> str:
 
 
 def end_missing_run_end(note: Path, error: str) -> None:
-    """Write the run_end the chief could not (`python -m common.core.run.ends`): a no-op when the
+    """Write the run_end the chief could not (`python -m common.core.run.run_end`): a no-op when the
     run has one, or did not start."""
-    command = [sys.executable, "-m", "common.core.run.ends", "--note", str(note), "--error", error]
+    command = [
+        sys.executable,
+        "-m",
+        "common.core.run.run_end",
+        "--note",
+        str(note),
+        "--error",
+        error,
+    ]
     subprocess.run(command, check=False, timeout=60)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from common.projection.summary import Report
 from common.report.render.style import pyplot, style
-from common.storage import whole
+from common.storage import whole_files
 
 
 def plot(found: Report, out: Path) -> Path | None:
@@ -64,7 +64,7 @@ def plot(found: Report, out: Path) -> Path | None:
     figure.tight_layout(rect=(0, 0.03, 1, 1))
     (out / "plots").mkdir(parents=True, exist_ok=True)
     path = out / "plots" / "projection.png"
-    with whole.whole(path) as partial:
+    with whole_files.whole(path) as partial:
         figure.savefig(partial, dpi=110, format="png")
     plt.close(figure)
     return path

@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from common.checks import error_lines
-from common.storage import whole
+from common.storage import whole_files
 
 PROFILE_VERSION = 1
 # 8 B to 64 MiB, a factor 8 apart: latency-bound at the bottom, bandwidth-bound at the top.
@@ -224,7 +224,7 @@ def writable(path: Path) -> None:
     """ValueError naming `path` and why, unless the profile can be written there."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        whole.write_text(path.parent / f".{path.name}.probe", "")
+        whole_files.write_text(path.parent / f".{path.name}.probe", "")
         (path.parent / f".{path.name}.probe").unlink()
     except OSError as error:
         raise ValueError(
@@ -238,7 +238,7 @@ def writable(path: Path) -> None:
 def write(profile: LinkProfile, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    whole.write_text(path, profile.model_dump_json(indent=2) + "\n")
+    whole_files.write_text(path, profile.model_dump_json(indent=2) + "\n")
     return path
 
 

@@ -11,7 +11,7 @@ import pytest
 from common.core.config import config_io
 from common.core.config.cli import RunOptions
 from common.core.measure import clocks
-from common.core.run import stops
+from common.core.run import stop_signals
 from common.core.train import loop
 from tests.numpy_trainer import NumpyTrainer
 from tests.records import read_metrics
@@ -94,7 +94,7 @@ def test_stop_then_resume_equals_an_uninterrupted_run(tmp_path):
 
 def test_sigusr1_checkpoints_the_epoch_and_exits_for_requeue(tmp_path):
     status, code, records = run(tmp_path, "pre", NumpyTrainer(preempt_at_step=2))
-    assert (status, code) == ("aborted", stops.PREEMPTED_EXIT)
+    assert (status, code) == ("aborted", stop_signals.PREEMPTED_EXIT)
     assert kinds(records).count("epoch") == 1
     assert "preempted (SIGUSR1): checkpointed epoch 1" in records[-1]["error"]
     assert (tmp_path / "pre" / "checkpoints" / "epoch-0001" / "manifest.json").is_file()

@@ -8,7 +8,7 @@ from common.core.measure.clocks import percentiles
 from common.core.records import console, metrics, record_json
 from common.core.records.records import SCHEMA_VERSION
 from common.core.run import recorder
-from common.core.run.stops import Aborted, Stops
+from common.core.run.stop_signals import Aborted, Stops
 from tests.records import CFG, epoch, epoch_record, read_metrics, start, start_record, write_run
 
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from common.checks import error_lines
 from common.core.config.config import Config
-from common.storage import whole
+from common.storage import whole_files
 
 CONFIG_FILENAME = "config.yaml"
 
@@ -160,7 +160,7 @@ def save_config(cfg: Config, run_dir: str | Path) -> Path:
     """Write the resolved config (every field, defaults included) into the run folder."""
     path = Path(run_dir) / CONFIG_FILENAME
     header = f"# resolved config, hash {config_hash(cfg)}\n"
-    whole.write_text(path, header + yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    whole_files.write_text(path, header + yaml.safe_dump(to_dict(cfg), sort_keys=False))
     return path
 
 

@@ -1,7 +1,8 @@
 """The scalars TensorBoard shows of the records, one mapping for the live writer
-(`common.core.run.board`) and for compare --tensorboard (`common.report.render.tensorboard`): per
-step (x: global step) the step's loss; per epoch (x: epoch) losses, accuracy, throughput, MFU,
-times, memory of the largest rank, the bytes a rank sends per step, and the learning rate."""
+(`common.core.run.live_tensorboard`) and for compare --tensorboard
+(`common.report.render.tensorboard`): per step (x: global step) the step's loss; per epoch (x:
+epoch) losses, accuracy, throughput, MFU, times, memory of the largest rank, the bytes a rank
+sends per step, and the learning rate."""
 
 from __future__ import annotations
 

@@ -23,7 +23,14 @@ from common.core.records.console import console_line
 from common.core.records.metrics import METRICS_FILENAME, MetricsWriter
 from common.core.records.record_json import from_json, to_json
 from common.core.records.records import Epoch, Record, Resume, Status
-from common.core.run import board, checkpoint_folders, ends, liveness, recorder, resume
+from common.core.run import (
+    checkpoint_folders,
+    live_tensorboard,
+    liveness,
+    recorder,
+    resume,
+    run_end,
+)
 from common.core.run.chief import exchange, on_chief
 from common.core.run.contract import Trainer
 from common.launch import exchanges
@@ -84,12 +91,12 @@ class Run:
         self.pids = pids or [os.getpid()]  # every rank's, in rank order
         self.beacon = _beacon(run_dir, trainer.spec.rank)
         self.writer: MetricsWriter | None = None  # the chief's only
-        self.board: board.Board | None = None  # the chief's, with output.tensorboard
+        self.board: live_tensorboard.Board | None = None  # the chief's, with output.tensorboard
         if trainer.spec.is_chief:
             save_config(cfg, run_dir)
             self.writer = MetricsWriter(run_dir / METRICS_FILENAME, reserve=RESERVED_FOR_END)
-            self.board = board.Board(run_dir) if cfg.output.tensorboard else None
-            ends.note_run_dir(trainer.spec.run_dir_note, run_dir)
+            self.board = live_tensorboard.Board(run_dir) if cfg.output.tensorboard else None
+            run_end.note_run_dir(trainer.spec.run_dir_note, run_dir)
         self.epochs: list[Epoch] = []
         self.started = time.perf_counter()
         self.time_before_s = 0.0  # earlier launches, up to the checkpoint this one resumed
@@ -225,7 +232,7 @@ class Run:
                 if status != "success" and error:  # the chief may be gone: end for it
                     me = f"rank {self.trainer.spec.rank}"
                     said = error if error.startswith("rank ") else f"{me}: {error}"
-                    ends.end_for_chief(self.run_dir, self.pids[0], said)
+                    run_end.end_for_chief(self.run_dir, self.pids[0], said)
                 self._let_go()
                 return True
             # what a failed save staged goes: after every rank saw its own error (a rank that
@@ -239,7 +246,7 @@ class Run:
                 error=error,
             )
             try:
-                with ends.end_lock(self.run_dir):
+                with run_end.end_lock(self.run_dir):
                     self.writer.release()
                     if not self.writer.others_wrote():  # a rank that outlived a hang did
                         self.write(end)
@@ -250,8 +257,8 @@ class Run:
             return True
 
     def blame(self, launcher_says: str) -> str | None:
-        """Which rank this rank's failed collective lost (`ends.blame`)."""
-        return ends.blame(self.run_dir, self.pids, self.trainer.spec.rank, launcher_says)
+        """Which rank this rank's failed collective lost (`run_end.blame`)."""
+        return run_end.blame(self.run_dir, self.pids, self.trainer.spec.rank, launcher_says)
 
     def _let_go(self) -> None:
         if self.board is not None:

@@ -20,7 +20,7 @@ from common.core.config.config_io import CONFIG_FILENAME, flatten
 from common.core.records.records import METRICS_FILENAME
 from common.core.run import checkpoint_folders, liveness
 from common.launch.cluster import ClusterSpec, unique_stamp
-from common.storage import whole
+from common.storage import whole_files
 
 # Written into a run folder when it is created: which launch made it. A SLURM job may only go
 # on with a folder its own earlier start made (`is_own_folder`).
@@ -107,7 +107,7 @@ def _create(run_dir: Path, spec: ClusterSpec, *, exist_ok: bool) -> None:
     except OSError as error:
         raise RunRefused(f"cannot create the run folder {run_dir}: {error}") from None
     launch = json.dumps(launch_identity(spec)) + "\n"
-    whole.write_text(run_dir / LAUNCH_FILE, launch)
+    whole_files.write_text(run_dir / LAUNCH_FILE, launch)
 
 
 def lock(run_dir: Path, warn: Callable[[str], None]) -> liveness.Held:

@@ -27,10 +27,9 @@ from common.core.records.records import Status
 from common.core.run import recorder
 from common.core.run.chief import exchange
 from common.core.run.contract import Trainer
-from common.core.run.lastwords import LastWords
 from common.core.run.lifecycle import Run
 from common.core.run.resume import RunRefused
-from common.core.run.stops import (
+from common.core.run.stop_signals import (
     PREEMPTED_EXIT,
     STOP_WAIT_S,
     Aborted,
@@ -39,6 +38,7 @@ from common.core.run.stops import (
     Preempted,
     Stops,
 )
+from common.core.run.stuck_collective import LastWords
 from common.core.train.epoch import train_epoch
 from common.core.train.progress import Progress
 from common.models import weights

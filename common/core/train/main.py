@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from common.core.config import cli, devices
 from common.core.config.config import Config
 from common.core.config.config_io import config_from_args
-from common.core.run import board
+from common.core.run import live_tensorboard
 from common.core.run.contract import Trainer
 from common.core.train import loop
 from common.data import mnist
@@ -52,7 +52,7 @@ def check_launch(cfg: Config, world_size: int) -> None:
             f"than one global batch of {global_batch}; raise data.train_limit or lower "
             "train.batch_size"
         )
-    if cfg.output.tensorboard and not board.available():
+    if cfg.output.tensorboard and not live_tensorboard.available():
         raise ValueError(
             "output.tensorboard=true needs tensorboardX: pip install tensorboardX (the "
             "'tensorboard' extra), or set output.tensorboard=false"

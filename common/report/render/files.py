@@ -10,7 +10,7 @@ from pathlib import Path
 from common.report.render import pages, plots, size_plot, style, tables
 from common.report.rows import RunGroup
 from common.report.size_table import SizeRow
-from common.storage import whole
+from common.storage import whole_files
 
 
 def write_report(
@@ -42,7 +42,7 @@ def write_report(
             projection=projection,
         )
     all_rows = [{**group.key, **row.as_dict()} for group in groups for row in group.rows]
-    whole.write_text(out / "report.csv", tables.csv_table(all_rows))
+    whole_files.write_text(out / "report.csv", tables.csv_table(all_rows))
     document = {
         "target_accuracy": target,
         "groups": [
@@ -52,5 +52,5 @@ def write_report(
         "not_side_by_side": notes,
         "problems": problems,
     }
-    whole.write_text(out / "report.json", json.dumps(document, indent=2))
+    whole_files.write_text(out / "report.json", json.dumps(document, indent=2))
     return out / "report.html"

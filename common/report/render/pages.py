@@ -16,7 +16,7 @@ import jinja2
 from common.report import verdict
 from common.report.render.tables import footnotes, markdown_table, table_lines
 from common.report.rows import RunGroup
-from common.storage import whole
+from common.storage import whole_files
 
 # The HTML page's template (render/templates/), escaped as HTML wherever it inserts text.
 TEMPLATES = jinja2.Environment(
@@ -152,7 +152,7 @@ def write_html(
             ("Problems", problems),
         ),
     )
-    whole.write_text(path, page)
+    whole_files.write_text(path, page)
 
 
 def write_markdown(
@@ -195,4 +195,4 @@ def write_markdown(
     out += ["## Notes on the columns", ""] + [f"- {n}" for n in footnotes(all_rows, target)]
     out += [""] + [f"- not side by side: {note}" for note in notes]
     out += [f"- problem: {problem}" for problem in problems]
-    whole.write_text(path, "\n".join(out) + "\n")
+    whole_files.write_text(path, "\n".join(out) + "\n")

@@ -22,7 +22,7 @@ from common.report.render.style import (
 )
 from common.report.rows import Row
 from common.report.runs import RecordedRun
-from common.storage import whole
+from common.storage import whole_files
 
 
 def _series(rows: list[Row], key: str) -> dict[str, tuple[list[int], list[float]]]:
@@ -113,7 +113,7 @@ def save(figure: Any, path: Path, pen: Pen) -> None:
         legend(axis)
     figure.text(0.005, 0.005, pen.caption, fontsize=6.5, color="#555555", va="bottom")
     figure.tight_layout(rect=(0, 0.03, 1, 1))
-    with whole.whole(path) as partial:
+    with whole_files.whole(path) as partial:
         figure.savefig(partial, dpi=110, format=path.suffix[1:])
     pen.plt.close(figure)
 

@@ -4,8 +4,8 @@ Only the chief writes metrics.jsonl; when it was killed or stopped, whoever outl
 the run_end instead: a surviving rank, the local launcher, the SLURM batch script or the
 torchrun agent. `<run>/.end-lock` lets one of them write it, and only while the launch has none.
 
-    python -m common.core.run.ends RUN_DIR --error "why"     (appends one only when missing)
-    python -m common.core.run.ends --note FILE --error "why"  (FILE: RUN_DIR, as the chief wrote)
+    python -m common.core.run.run_end RUN_DIR --error "why"     (appends one only when missing)
+    python -m common.core.run.run_end --note FILE --error "why"  (FILE: RUN_DIR, as the chief wrote)
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def end_for_chief(run_dir: Path, chief_pid: int, error: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m common.core.run.ends",
+        prog="python -m common.core.run.run_end",
         description="Append the run_end a launch is missing (its chief died or hung).",
     )
     parser.add_argument("run_dir", nargs="?", help="the run folder")
