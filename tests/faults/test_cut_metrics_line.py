@@ -18,7 +18,7 @@ SETTINGS = [
 
 
 def test_a_resume_after_a_cut_last_line_leaves_a_whole_file(tmp_path):
-    run = runner("torch_impl.train", tmp_path)
+    run = runner("torch_impl.train", tmp_path, warm=True)
     _, run_dir = run("a", 2, *SETTINGS, extra=["--stop-after-epoch", "1"], small=False)
     path = run_dir / "metrics.jsonl"
     whole = path.read_bytes()

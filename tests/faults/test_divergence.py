@@ -19,7 +19,7 @@ def last(run_dir):
 
 @pytest.mark.parametrize("module", ["torch_impl.train", "tf_impl.train"])
 def test_a_diverged_run_says_so_and_may_stop_there(module, tmp_path):
-    run = runner(module, tmp_path)
+    run = runner(module, tmp_path, warm=True)
     done, trained_on = run("on", 0, *NAN, "train.epochs=3", small=False)
     end = last(trained_on)
     assert (end["status"], end["epochs_completed"], end["diverged_at_epoch"]) == ("diverged", 3, 1)

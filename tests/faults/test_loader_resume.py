@@ -38,7 +38,7 @@ def uninterrupted(module: str, pipeline: str, root) -> tuple:
     its own: (its folder, the cache's environment)."""
     cache = {"SUITE_CACHE_DIR": str(root / "cache")}
     settings = [*SETTINGS, f"data.pipeline={pipeline}", "data.loader_workers=2"]
-    _, whole = runner(module, root)("whole", 0, *settings, small=False, env=cache)
+    _, whole = runner(module, root, warm=True)("whole", 0, *settings, small=False, env=cache)
     assert (root / "cache" / "peak_flops.json").is_file()
     return whole, cache
 
@@ -56,7 +56,7 @@ def test_stop_and_resume_equals_an_uninterrupted_run(module, pipeline, tmp_path,
     measures the GEMM peak (later ones read the cache), and its random matrices must not come
     from the generator dropout draws from. Here the uninterrupted run measures it (an empty
     cache of its own), the stopped and resumed one reads it."""
-    run = runner(module, tmp_path)
+    run = runner(module, tmp_path, warm=True)
     settings = [*SETTINGS, f"data.pipeline={pipeline}", "data.loader_workers=2"]
     if (module, pipeline) == ("torch_impl.train", "loader"):
         whole, cache = request.getfixturevalue("torch_loader_whole")
@@ -71,7 +71,7 @@ def test_stop_and_resume_equals_an_uninterrupted_run(module, pipeline, tmp_path,
 def test_the_number_of_loader_workers_does_not_change_the_numbers(tmp_path, torch_loader_whole):
     """0 and 1 workers against the uninterrupted run of 2 (its own cache changes nothing: the
     test above)."""
-    run = runner("torch_impl.train", tmp_path)
+    run = runner("torch_impl.train", tmp_path, warm=True)
     found = []
     for workers in (0, 1):
         settings = [*SETTINGS, "data.pipeline=loader", f"data.loader_workers={workers}"]
