@@ -26,29 +26,24 @@ from tf_impl import dist
 from tf_impl.data import TfData
 
 
-def loss_and_gradients(model, optimizer, images, labels, global_batch: int, fault=None):
+def loss_and_gradients(model, optimizer, images, labels, global_batch: int):
     """A step's forward and backward: (this worker's share of the global mean loss, the
-    gradients of its scaled loss). `fault`, a variable, multiplies the scaled loss (inf forces an
-    overflow; `common.core.measure.precision.FORCE_OVERFLOW_VARIABLE`)."""
+    gradients of its scaled loss)."""
     with tf.GradientTape() as tape:
         logits = model(images, training=True)
         per_example = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
         loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
         scaled = optimizer.scale_loss(loss)  # loss scaling under fp16, else the loss
-        if fault is not None:
-            scaled = scaled * tf.cast(fault, scaled.dtype)
     return loss, tape.gradient(scaled, model.trainable_variables)
 
 
-def optimizer_step(model, optimizer, images, labels, global_batch: int, fault=None, xla=None):
+def optimizer_step(model, optimizer, forward_backward, images, labels):
     """One step on this worker's batch, run by `strategy.run` on each replica; returns its share
-    of the global mean loss. `xla`: this run's `loss_and_gradients` compiled by XLA
-    (tf.jit_compile), called with the batch; the all-reduce inside apply_gradients cannot be
-    (MWMS's collective ops run outside XLA clusters), so the update stays outside it."""
-    if xla is not None:
-        loss, gradients = xla(images, labels)
-    else:
-        loss, gradients = loss_and_gradients(model, optimizer, images, labels, global_batch, fault)
+    of the global mean loss. `forward_backward(images, labels)` is this run's
+    `loss_and_gradients`, compiled by XLA under tf.jit_compile; the all-reduce inside
+    apply_gradients cannot be (MWMS's collective ops run outside XLA clusters), so the update
+    stays outside it."""
+    loss, gradients = forward_backward(images, labels)
     # Keras sums the gradients over the workers: sum of (local sum / global batch) is the
     # gradient of the global mean, as DDP's average of local means is.
     optimizer.apply_gradients(list(zip(gradients, model.trainable_variables, strict=True)))
@@ -60,44 +55,44 @@ def make_train_step(
     optimizer,
     info: dist.DistInfo,
     global_batch: int,
-    fault=None,
     jit_compile: bool = False,
     source: tuple = (),
 ):
-    """`train_step`, one `optimizer_step` per call on every worker, and `train_steps`, several
-    steps over `source`, the preloaded (images, labels), in one call. `jit_compile`: the forward
-    and backward pass go through XLA in a tf.function of their own. Without XLA the forward is
-    traced straight into the step: batch normalization all-reduces its statistics inside the
-    forward, and TensorFlow refuses a cross-worker exchange (a merge_call) inside a nested
-    tf.function."""
-    xla = None
+    """`train_step(images, labels, lr)`, one step per call on every worker, and
+    `train_steps(indices, lrs)`, several steps over `source`, the preloaded (images, labels),
+    in one call. Both trace the same per-step body (`one_step`): the step's learning rate, then
+    `optimizer_step` on every worker. `jit_compile`: the forward and backward pass go through
+    XLA in a tf.function of their own. Without XLA the forward is traced straight into the step:
+    batch normalization all-reduces its statistics inside the forward, and TensorFlow refuses a
+    cross-worker exchange (a merge_call) inside a nested tf.function."""
+    forward_backward = functools.partial(
+        loss_and_gradients, model, optimizer, global_batch=global_batch
+    )
     if jit_compile:
-        this_run = functools.partial(
-            loss_and_gradients, model, optimizer, global_batch=global_batch, fault=fault
-        )
-        xla = tf.function(this_run, jit_compile=True)
+        forward_backward = tf.function(forward_backward, jit_compile=True)
 
     def replica_step(images, labels):
-        return optimizer_step(model, optimizer, images, labels, global_batch, fault, xla)
+        return optimizer_step(model, optimizer, forward_backward, images, labels)
 
-    @tf.function
-    def train_step(images, labels):
+    def one_step(images, labels, lr):
+        optimizer.learning_rate.assign(lr)
         per_replica = info.distribution.run(replica_step, args=(images, labels))
         return info.distribution.experimental_local_results(per_replica)[0]
 
     @tf.function
-    def train_steps(indices, lrs, faults):
+    def train_step(images, labels, lr):
+        return one_step(images, labels, lr)
+
+    @tf.function
+    def train_steps(indices, lrs):
         """The steps whose samples are indices[i] of `source` (images, labels) at lrs[i],
         unrolled in one graph (one trace per call length) as Keras's steps_per_execution runs
-        them: the same gathers and step as train_batches and train_step, no eager op between."""
+        them: the same gathers as train_batches, the same body as train_step, no eager op
+        between."""
         losses = []
         for index in range(indices.shape[0]):
-            optimizer.learning_rate.assign(lrs[index])
-            if fault is not None:
-                fault.assign(faults[index])
             images, labels = (tf.gather(tensor, indices[index]) for tensor in source)
-            per_replica = info.distribution.run(replica_step, args=(images, labels))
-            losses.append(info.distribution.experimental_local_results(per_replica)[0])
+            losses.append(one_step(images, labels, lrs[index]))
         return tf.stack(losses)
 
     return train_step, train_steps

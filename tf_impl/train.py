@@ -36,10 +36,10 @@ from common.core.train import main as main_body
 from common.core.train.trainer import TrainerBase
 from common.launch.cluster import ClusterSpec
 from common.launch.rendezvous import RendezvousError
-from tf_impl import checkpoint, dist, gemm, memory, traffic
+from tf_impl import checkpoint, dist, faults, gemm, memory, traffic
 from tf_impl.data import TfData, build_dataset
 from tf_impl.model import build_model
-from tf_impl.optim import AgreedLossScaleOptimizer, build_optimizer, set_learning_rate
+from tf_impl.optim import build_optimizer
 from tf_impl.step import evaluate, make_eval_step, make_train_step
 
 TRAIN_CLOCK = (
@@ -83,12 +83,7 @@ class TfTrainer(TrainerBase):
         # TF32: on by default in TensorFlow; dist.tf32 decides, as on the torch side
         # (tf.config.experimental.enable_tensor_float_32_execution, TF 2.21 API docs).
         tf.config.experimental.enable_tensor_float_32_execution(cfg.dist.tf32)
-        self.overflow_at = precision.forced_overflow_steps(info.rank)
-        if self.overflow_at and cfg.tf.mixed_precision != "fp16":
-            raise ValueError(
-                f"{precision.FORCE_OVERFLOW_VARIABLE} forces an fp16 overflow; it needs "
-                "tf.mixed_precision=fp16"
-            )
+        self.overflow_at = faults.forced_steps(cfg, info.rank)  # tests' fault; none by default
         self.skips = precision.SkippedSteps()  # this launch's steps, and the optimizer's
         self.applied_before = 0  # the optimizer's updates of earlier launches (a resume)
         self.counting: list[Call] | None = None  # collectives of the work count_calls runs
@@ -117,19 +112,13 @@ class TfTrainer(TrainerBase):
             self.model = build_model(cfg.net(), cfg.train.seed)
             self.optimizer = build_optimizer(cfg.optim)
             if cfg.tf.mixed_precision == "fp16":
-                self.optimizer = AgreedLossScaleOptimizer(
-                    self.optimizer,
-                    initial_scale=precision.LOSS_SCALE_INIT,
-                    dynamic_growth_steps=precision.LOSS_SCALE_GROWTH_INTERVAL,
-                )
+                self.optimizer = faults.loss_scale_optimizer(self.optimizer, self.overflow_at)
             self.optimizer.build(self.model.trainable_variables)
-        self.fault = tf.Variable(1.0, trainable=False) if self.overflow_at else None
         self.compiled_step, self.compiled_steps = make_train_step(
             self.model,
             self.optimizer,
             info,
             self.global_batch,
-            self.fault,
             jit_compile=cfg.tf.jit_compile,
             source=(self.data.train_images, self.data.train_labels),
         )
@@ -143,7 +132,6 @@ class TfTrainer(TrainerBase):
         return self.data.train_batches(epoch)
 
     def train_step(self, batch, lr: float) -> float:
-        set_learning_rate(self.optimizer, lr)
         if isinstance(batch, np.ndarray):  # indices (train_batches): gathered as the data does
             indices = tf.constant(batch)
             batch = (
@@ -152,11 +140,10 @@ class TfTrainer(TrainerBase):
             )
         images, labels = batch
         self.skips.taken += 1
-        if self.fault is not None:
-            self.fault.assign(float("inf") if self.skips.taken in self.overflow_at else 1.0)
-        loss = self.compiled_step(images, labels)
+        rate = tf.constant(lr, dtype=tf.float32)  # a tensor: a new float must not retrace
+        loss = self.compiled_step(images, labels, rate)
         if self.counting is not None:  # the graph this call ran
-            concrete = self.compiled_step.get_concrete_function(images, labels)
+            concrete = self.compiled_step.get_concrete_function(images, labels, rate)
             self.counting += traffic.graph_calls(concrete, self.info.world_size)
         return loss if self.on_gpu else float(loss)  # float() waits for the step
 
@@ -168,15 +155,9 @@ class TfTrainer(TrainerBase):
         1.53 s for a new trace of 4 steps, against 0.06 s for a call of 16)."""
         if self.cfg.data.pipeline != "tensor" or len(batches) < self.cfg.train.steps_per_call:
             return super().train_steps(batches, lrs)
-        faults = [
-            float("inf") if self.skips.taken + index + 1 in self.overflow_at else 1.0
-            for index in range(len(batches))
-        ]
         self.skips.taken += len(batches)
         losses = self.compiled_steps(
-            tf.constant(np.stack(batches)),
-            tf.constant(lrs, dtype=tf.float32),
-            tf.constant(faults, dtype=tf.float32),
+            tf.constant(np.stack(batches)), tf.constant(lrs, dtype=tf.float32)
         )
         return list(tf.unstack(losses)) if self.on_gpu else losses.numpy().tolist()
 

@@ -112,4 +112,4 @@ def test_an_epochs_shorter_last_call_traces_no_graph_of_its_own(digits):
         losses = trainer.train_steps(plan[start:end], [0.001] * (end - start))
         assert len(losses) == end - start and all(np.isfinite(losses))
     assert trainer.compiled_steps.experimental_get_tracing_count() == 1
-    assert trainer.steps_taken == 17
+    assert trainer.skips.taken == 17
