@@ -7,6 +7,7 @@ variable names this worker. Its twin is `torch_impl.faults`.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import tensorflow as tf
 
@@ -15,27 +16,39 @@ from common.core.measure import precision
 from tf_impl.optim import AgreedLossScaleOptimizer
 
 
-def forced_steps(cfg: Config, rank: int) -> frozenset[int]:
-    """The steps at which this worker's gradients overflow (none without the variable);
-    ValueError when the run has no loss scaling to exercise."""
+@dataclass(frozen=True)
+class Overflows:
+    """The steps at which this worker's gradients overflow, and its count of steps taken."""
+
+    steps: frozenset[int]
+    counter: tf.Variable
+
+
+def forced_overflows(cfg: Config, rank: int) -> Overflows | None:
+    """This worker's forced overflows, or None without the variable; ValueError when the run has
+    no loss scaling to exercise. Call it outside the strategy's scope: there, creating a
+    variable is a collective (MWMS broadcasts its initial value), which only this worker would
+    join."""
     steps = precision.forced_overflow_steps(rank)
-    if steps and cfg.tf.mixed_precision != "fp16":
+    if not steps:
+        return None
+    if cfg.tf.mixed_precision != "fp16":
         raise ValueError(
             f"{precision.FORCE_OVERFLOW_VARIABLE} forces an fp16 overflow; it needs "
             "tf.mixed_precision=fp16"
         )
-    return steps
+    return Overflows(steps, tf.Variable(0, dtype=tf.int64, trainable=False))
 
 
-def loss_scale_optimizer(inner, steps: frozenset[int]) -> AgreedLossScaleOptimizer:
-    """fp16's loss-scaling optimizer; one that overflows at `steps` where there are some."""
+def loss_scale_optimizer(inner, overflows: Overflows | None) -> AgreedLossScaleOptimizer:
+    """fp16's loss-scaling optimizer; one that overflows where `overflows` says."""
     settings = {
         "initial_scale": precision.LOSS_SCALE_INIT,
         "dynamic_growth_steps": precision.LOSS_SCALE_GROWTH_INTERVAL,
     }
-    if not steps:
+    if overflows is None:
         return AgreedLossScaleOptimizer(inner, **settings)
-    return ForcedOverflow(inner, steps, **settings)
+    return ForcedOverflow(inner, overflows, **settings)
 
 
 class ForcedOverflow(AgreedLossScaleOptimizer):
@@ -43,18 +56,10 @@ class ForcedOverflow(AgreedLossScaleOptimizer):
     overflow in this worker's backward would: every gradient of the step becomes inf or NaN,
     and the agreed check makes every worker skip it."""
 
-    def __init__(self, inner, steps: frozenset[int], **settings):
+    def __init__(self, inner, overflows: Overflows, **settings):
         super().__init__(inner, **settings)
-        # Each worker counts its own steps (a variable read on its replica), kept in a closure
-        # rather than an attribute so that checkpoints do not hold it.
-        counter = tf.Variable(
-            0,
-            dtype=tf.int64,
-            trainable=False,
-            synchronization=tf.VariableSynchronization.ON_READ,
-            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
-        )
-        overflow_at = tf.constant(sorted(steps), dtype=tf.int64)
+        counter = overflows.counter  # in a closure, not an attribute: checkpoints do not hold it
+        overflow_at = tf.constant(sorted(overflows.steps), dtype=tf.int64)
 
         def factor() -> tf.Tensor:
             step = counter.assign_add(1)

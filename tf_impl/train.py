@@ -83,7 +83,7 @@ class TfTrainer(TrainerBase):
         # TF32: on by default in TensorFlow; dist.tf32 decides, as on the torch side
         # (tf.config.experimental.enable_tensor_float_32_execution, TF 2.21 API docs).
         tf.config.experimental.enable_tensor_float_32_execution(cfg.dist.tf32)
-        self.overflow_at = faults.forced_steps(cfg, info.rank)  # tests' fault; none by default
+        self.overflows = faults.forced_overflows(cfg, info.rank)  # a test's fault; None in a run
         self.skips = precision.SkippedSteps()  # this launch's steps, and the optimizer's
         self.applied_before = 0  # the optimizer's updates of earlier launches (a resume)
         self.counting: list[Call] | None = None  # collectives of the work count_calls runs
@@ -112,7 +112,7 @@ class TfTrainer(TrainerBase):
             self.model = build_model(cfg.net(), cfg.train.seed)
             self.optimizer = build_optimizer(cfg.optim)
             if cfg.tf.mixed_precision == "fp16":
-                self.optimizer = faults.loss_scale_optimizer(self.optimizer, self.overflow_at)
+                self.optimizer = faults.loss_scale_optimizer(self.optimizer, self.overflows)
             self.optimizer.build(self.model.trainable_variables)
         self.compiled_step, self.compiled_steps = make_train_step(
             self.model,
