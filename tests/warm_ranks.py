@@ -91,19 +91,15 @@ def run(path: str, argv: list[str]) -> int:
     for number in PASSED_ON:
         signal.signal(number, pass_on)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, PASSED_ON)  # held ones now reach the rank
-    while True:
-        try:
-            ended, _ = _receive(sock)
-            break
-        except InterruptedError:
-            continue
+    ended, _ = _receive(sock)  # a signal handled meanwhile does not end the wait (PEP 475)
     if ended is None:
         print(f"warm_ranks: the server at {path} went away", file=sys.stderr)
         return 1
     if ended["signal"]:  # die the way the rank died, so that a launcher reads the same
         number = ended["signal"]
-        signal.signal(number, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, [number])
+        if number not in (signal.SIGKILL, signal.SIGSTOP):  # those two take no handler
+            signal.signal(number, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [number])
         os.kill(os.getpid(), number)
     return int(ended["code"])
 
