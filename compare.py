@@ -24,52 +24,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common.projection import chart, memory_at_n, summary
-from common.report import size_table, verdict
+from common.projection import chart, memory_at_n, profiles, summary
+from common.report import agreement, size_table, verdict
 from common.report.inputs import load_runs
 from common.report.render import files, pages, tables
 from common.report.rows import RunGroup, group_runs, rows_for
 from common.report.runs import RecordedRun
-
-
-def curve(run: RecordedRun, by: str) -> list[tuple[int, float]]:
-    if by == "step":
-        return [(step.step, step.loss) for step in run.steps]
-    return [(epoch.epoch, epoch.train_loss) for epoch in run.epochs]
-
-
-def assert_close(a: str, b: str, rtol: float, steps: int) -> int:
-    runs, problems, _ = load_runs([a, b], once=False)
-    if problems or len(runs) != 2:
-        for problem in problems or [f"expected one run in each of {a} and {b}"]:
-            print(f"problem: {problem}", file=sys.stderr)
-        return 1
-    first, second = runs
-    by = "step" if first.steps and second.steps else "epoch"
-    left, right = curve(first, by), curve(second, by)
-    count = min(len(left), len(right), steps or len(left))
-    if count == 0 or (steps and count < steps):
-        print(f"not enough {by}s to compare: {len(left)} and {len(right)}", file=sys.stderr)
-        return 1
-    worst = 0.0
-    for (number, x), (other, y) in zip(left[:count], right[:count], strict=True):
-        if number != other:
-            print(f"{by} numbers differ: {number} vs {other}", file=sys.stderr)
-            return 1
-        relative = abs(x - y) / max(abs(y), 1e-12)
-        worst = max(worst, relative)
-        if not relative <= rtol:  # NaN fails too
-            print(
-                f"diverged at {by} {number}: {x!r} vs {y!r} (relative {relative:.3e} > "
-                f"rtol {rtol:g})",
-                file=sys.stderr,
-            )
-            return 1
-    print(
-        f"{count} {by}s agree: max relative difference {worst:.3e} <= rtol {rtol:g} "
-        f"({first.label} vs {second.label})"
-    )
-    return 0
 
 
 def default_target(runs: list[RecordedRun]) -> float:
@@ -157,7 +117,7 @@ def _checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int |
         device = memory_at_n.device_bytes(args.device_memory)
     except ValueError as error:
         parser.error(str(error))
-    if args.project is None and not args.links and not summary.profiles_in(args.results):
+    if args.project is None and not args.links and not profiles.profiles_in(args.results):
         parser.error(
             "--device-memory prices the projection's worker counts: give --project N,N,... "
             "and a link profile (--links, or a links*.json among the results)"
@@ -288,12 +248,12 @@ def _main(argv: list[str] | None) -> int:
     device = _checked(parser, args)
     if args.assert_close:
         first, second = args.assert_close
-        return assert_close(first, second, args.rtol, args.steps)
+        return agreement.assert_close(first, second, args.rtol, args.steps)
     if not args.results:
         parser.error("give result folders, metrics files or sweep manifests to compare")
     compared = _load(args)
     _print_tables(compared, args.format)
-    if args.project is None and (args.links or summary.profiles_in(args.results)):
+    if args.project is None and (args.links or profiles.profiles_in(args.results)):
         args.project = summary.DEFAULT_WORKERS
     projected = None
     if args.project:

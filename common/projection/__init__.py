@@ -6,6 +6,7 @@
 - `step_model`: one recorded run's step at N workers (compute, collectives, the rest);
 - `reasons`: a step in its measured parts, and a sharded step against a replicated one;
 - `memory_at_n`: memory per rank at N against a device (`--device-memory`);
+- `profiles`: which link profiles price the runs (`--links`, the results', torch's NCCL model);
 - `summary`: `compare.py --project`, the table, the crossings and the caveats;
 - `chart`: its plot.
 

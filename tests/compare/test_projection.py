@@ -37,7 +37,7 @@ def profile(hosts=("localhost",)) -> link_profile.LinkProfile:
 
 def profiles(**by_framework: link_profile.LinkProfile):
     """compare's profiles of a projection: torch's `profile()` unless others are given."""
-    from common.projection.summary import Profiles
+    from common.projection.profiles import Profiles
 
     chosen = by_framework or {"torch": profile()}
     return Profiles({name: (Path(f"links-{name}.json"), fit) for name, fit in chosen.items()})
