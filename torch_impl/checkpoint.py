@@ -19,9 +19,8 @@ from torch_impl.dist import DistInfo, barrier
 
 def _dcp():
     """DCP and its state-dict helpers, imported when a checkpoint is saved or loaded: at the
-    top they cost every rank's start about 0.2 s more on [D] (python -X importtime: this module
-    0.84 s cumulative, 0.61 s without them; the DTensor they import comes with FSDP anyway),
-    paid by every run that never checkpoints."""
+    top, every rank's start would pay for them, also in runs that never checkpoint
+    (docs/frameworks.md, "What a rank's start avoids")."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 

@@ -58,8 +58,8 @@ def apply_determinism(enabled: bool) -> dict[str, Any]:
     is kept. Kernels without a deterministic implementation raise instead of running."""
     if enabled:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    # only when it changes the setting: the call imports torch._inductor (0.7 s of CPU at every
-    # rank's start on [D], for runs that leave the default)
+    # only when it changes the setting: the call imports torch._inductor, which every rank's
+    # start would pay for in runs that leave the default (docs/frameworks.md)
     if enabled != torch.are_deterministic_algorithms_enabled():
         torch.use_deterministic_algorithms(enabled)
     torch.backends.cudnn.deterministic = enabled
