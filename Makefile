@@ -50,12 +50,13 @@ data: setup
 test: setup data
 	$(PY) -m pytest -n 2 --lanes -m "not scaling" tests
 
-# What needs the cores to itself, on the SLURM test cluster over shaped links (root): each
+# What needs the cores to itself: on the SLURM test cluster over shaped links (root), each
 # strategy's bytes and added step time against the accounting and the projection
 # (tests/slurm/test_shaped_links.py), and each strategy on 2 and 4 nodes, the 2-node run projected
-# to 4 (tests/slurm/test_projection_across_nodes.py). .ci/run runs it after make test.
+# to 4 (tests/slurm/test_projection_across_nodes.py); the preflight's link profiles on 2 ranks and
+# 2 nodes; the benchmark. .ci/run runs it after make test.
 test-scaling: setup data
-	$(PY) -m pytest -m scaling tests/slurm
+	$(PY) -m pytest -m scaling tests
 
 # The inner loop: every test of a file that starts no process (tests/tiers.py), in a minute or two.
 test-fast: setup data

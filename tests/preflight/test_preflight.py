@@ -23,7 +23,8 @@ def run_preflight(*args):
 LINKS = ["--links-max-bytes", str(2**21)]
 
 
-@pytest.mark.parametrize("nproc", [1, 2])
+# 2 ranks measures both frameworks' links and trains six runs: make test-scaling, with the cores
+@pytest.mark.parametrize("nproc", [1, pytest.param(2, marks=pytest.mark.scaling)])
 def test_the_preflight_checks_both_frameworks(nproc, tmp_path):
     done = run_preflight("--nproc", str(nproc), "--links-dir", str(tmp_path), *LINKS)
     assert done.returncode == 0, done.stdout + done.stderr

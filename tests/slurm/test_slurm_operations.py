@@ -16,6 +16,7 @@ from tests.slurm.jobs import REPO, ROOT_ONLY, layout, slurm_env, submit, wait_fo
 pytestmark = ROOT_ONLY
 
 
+@pytest.mark.scaling  # every check and the link profiles, measured on 2 nodes: make test-scaling
 @pytest.mark.parametrize("cluster", [2], indirect=True)  # 1 x 2 ranks: tests/preflight
 def test_the_preflight_runs_as_a_job_on_the_cluster(cluster, tmp_path):
     """sbatch of the preflight: every check as srun steps of the job's own layout, a rank on

@@ -5,6 +5,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 ROW = re.compile(
     r"^mlp\s+(.+?)\s+(\d)\s+([\d,]+)\s+(\d+%|-)\s+([\d.]+|-)\s+([\d.]+%|-)\s+([\d.]+%|-)$",
     re.M,
@@ -31,6 +33,7 @@ def bench(*options: str) -> str:
     return done.stdout
 
 
+@pytest.mark.scaling  # a benchmark of five loops, twice: make test-scaling, with the cores
 def test_the_benchmark_measures_both_frameworks_with_median_and_spread():
     out = bench("--repeats", "2")
     rows = {match[1].strip(): match.groups()[1:] for match in ROW.finditer(out)}
