@@ -67,7 +67,7 @@ class TfData:
     def steps_per_epoch(self) -> int:
         return self.plan.steps_per_epoch
 
-    def _loader(self, epoch: int) -> tf.data.Dataset:
+    def _loader(self, epoch: int, start: int) -> tf.data.Dataset:
         images, labels = self.train_images, self.train_labels
 
         def load(index):
@@ -76,7 +76,7 @@ class TfData:
             ) / common_data.PIXEL_STD
             return pixels[..., tf.newaxis], tf.gather(labels, index)
 
-        order = self.plan.rank_indices(epoch)
+        order = self.plan.rank_indices(epoch)[start:]
         calls = self.loader_workers or tf.data.AUTOTUNE
         dataset = (
             tf.data.Dataset.from_tensor_slices(order.reshape(-1))
@@ -89,23 +89,23 @@ class TfData:
         options.deterministic = True
         return dataset.with_options(options)
 
-    def train_batches(self, epoch: int) -> Iterator[tuple]:
-        """This worker's (images, labels) for every step of `epoch`."""
+    def train_batches(self, epoch: int, start: int = 0) -> Iterator[tuple]:
+        """This worker's (images, labels) for every step of `epoch` from step `start`."""
         if self.pipeline == "tensor":
-            for step_indices in self.plan.rank_indices(epoch):
+            for step_indices in self.plan.rank_indices(epoch)[start:]:
                 indices = tf.constant(step_indices)
                 yield tf.gather(self.train_images, indices), tf.gather(self.train_labels, indices)
             return
         # From a function: the dataset is taken as per-replica batches as built (no rebatching,
         # which experimental_distribute_dataset does even with auto-sharding off).
         distributed = self.info.distribution.distribute_datasets_from_function(
-            lambda context: self._loader(epoch)
+            lambda context: self._loader(epoch, start)
         )
         iterator = iter(distributed)
         # Destroying a distributed iterator while its prefetch thread runs stalled one worker
         # 34-100 s at the end of most runs here; they are released only when the process exits.
         self.iterators.append(iterator)
-        for _ in range(self.steps_per_epoch):
+        for _ in range(start, self.steps_per_epoch):
             yield next(iterator)
 
     def eval_batches(self) -> Iterator[tuple]:

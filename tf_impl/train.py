@@ -124,12 +124,12 @@ class TfTrainer(TrainerBase):
         )
         self.eval_step = make_eval_step(self.model, jit_compile=cfg.tf.jit_compile)
 
-    def train_batches(self, epoch: int):
-        """The data's batches; with several steps a call on the tensor pipeline, each step's
-        sample indices instead, gathered inside the call (`train_steps`)."""
+    def train_batches(self, epoch: int, start: int = 0):
+        """The data's batches from step `start`; with several steps a call on the tensor
+        pipeline, each step's sample indices instead, gathered inside the call (`train_steps`)."""
         if self.cfg.train.steps_per_call > 1 and self.cfg.data.pipeline == "tensor":
-            return iter(self.data.plan.rank_indices(epoch))
-        return self.data.train_batches(epoch)
+            return iter(self.data.plan.rank_indices(epoch)[start:])
+        return self.data.train_batches(epoch, start)
 
     def train_step(self, batch, lr: float) -> float:
         if isinstance(batch, np.ndarray):  # indices (train_batches): gathered as the data does

@@ -70,15 +70,17 @@ class PlanBatchSampler(Sampler[list[int]]):
     def __init__(self, plan: TrainPlan):
         self.plan = plan
         self.epoch = 0
+        self.start = 0
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+    def set_epoch(self, epoch: int, start: int = 0) -> None:
+        """The epoch to yield next, from its step `start`."""
+        self.epoch, self.start = epoch, start
 
     def __len__(self) -> int:
-        return self.plan.steps_per_epoch
+        return self.plan.steps_per_epoch - self.start
 
     def __iter__(self) -> Iterator[list[int]]:
-        for indices in self.plan.rank_indices(self.epoch):
+        for indices in self.plan.rank_indices(self.epoch)[self.start :]:
             batch = EpochBatch(indices.tolist())
             batch.epoch = self.epoch
             yield batch
@@ -130,14 +132,17 @@ class TorchData:
     def steps_per_epoch(self) -> int:
         return self.plan.steps_per_epoch
 
-    def train_batches(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """This rank's (images, labels) for every step of `epoch`, on the device."""
+    def train_batches(
+        self, epoch: int, start: int = 0
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """This rank's (images, labels) for every step of `epoch` from step `start`, on the
+        device."""
         if self.pipeline == "tensor":
-            indices = torch.from_numpy(self.plan.rank_indices(epoch)).to(self.device)
+            indices = torch.from_numpy(self.plan.rank_indices(epoch)[start:]).to(self.device)
             for step_indices in indices:
                 yield self.train_images[step_indices], self.train_labels[step_indices]
             return
-        self.sampler.set_epoch(epoch)
+        self.sampler.set_epoch(epoch, start)
         for images, labels in self.loader:
             yield (
                 images.to(self.device, non_blocking=True),

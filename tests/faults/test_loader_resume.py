@@ -1,7 +1,8 @@
-"""Stop + resume is bitwise for both data pipelines on both frameworks, with dropout on (the
-training's random numbers): the loader's helpers never draw from the training's generator, so
-torch's DataLoader workers, started per epoch and seeded from (seed, epoch, rank, worker), give
-the same numbers with any worker count and wherever the run was stopped."""
+"""Stop + resume inside an epoch is bitwise for both data pipelines on both frameworks, with
+dropout on (the training's random numbers): the loader's helpers never draw from the
+training's generator, so torch's DataLoader workers, started per epoch and seeded from (seed,
+epoch, rank, worker), give the same numbers with any worker count and wherever the run was
+stopped."""
 
 import json
 
@@ -62,7 +63,8 @@ def test_stop_and_resume_equals_an_uninterrupted_run(module, pipeline, tmp_path,
         whole, cache = request.getfixturevalue("torch_loader_whole")
     else:
         whole, cache = uninterrupted(module, pipeline, tmp_path)
-    run("parts", 0, *settings, small=False, extra=["--stop-after-epoch", "1"], env=cache)
+    # inside epoch 2 (20 steps an epoch): the resume starts at the shard plan's next sample
+    run("parts", 0, *settings, small=False, extra=["--stop-after-step", "27"], env=cache)
     _, parts = run("parts", 0, *settings, small=False, extra=["--resume"], env=cache)
     assert len(curve(whole)) == 3
     assert curve(parts) == curve(whole)

@@ -21,6 +21,8 @@ class RunOptions:
     """Go on from the latest complete checkpoint if there is one, else start afresh."""
     stop_after_epoch: int = 0
     """Checkpoint after this epoch and stop (0: never)."""
+    stop_after_step: int = 0
+    """Checkpoint after this global optimizer step (from 1) and stop (0: never)."""
     progress: bool = True
     """Show live progress inside each epoch (the chief only)."""
     progress_every_s: float | None = None
@@ -70,6 +72,14 @@ def parse_train_args(
         help="checkpoint after epoch N and stop (status aborted)",
     )
     parser.add_argument(
+        "--stop-after-step",
+        type=int,
+        default=0,
+        metavar="N",
+        help="checkpoint after global step N (from 1; with train.steps_per_call K, at the end "
+        "of the call that holds it) and stop (status aborted)",
+    )
+    parser.add_argument(
         "--auto-resume",
         action="store_true",
         help="like --resume when the run has a complete checkpoint, else start afresh "
@@ -89,10 +99,15 @@ def parse_train_args(
         parser.error(
             f"--stop-after-epoch must be 0 (never) or an epoch >= 1, got {args.stop_after_epoch}"
         )
+    if args.stop_after_step < 0:
+        parser.error(
+            f"--stop-after-step must be 0 (never) or a step >= 1, got {args.stop_after_step}"
+        )
     options = RunOptions(
         resume=args.resume,
         auto_resume=args.auto_resume,
         stop_after_epoch=args.stop_after_epoch,
+        stop_after_step=args.stop_after_step,
         progress=not args.quiet,
         progress_every_s=args.progress_every,
     )

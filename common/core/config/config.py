@@ -50,6 +50,7 @@ HOW_NOT_WHAT = (
     "data.loader_workers",
     "train.log_every_steps",
     "train.checkpoint_every_epochs",
+    "train.checkpoint_every_steps",
     "train.keep_checkpoints",
     "train.target_accuracy",
     "train.eval_batch_size",
@@ -141,6 +142,11 @@ class TrainConfig(Section):
     """Write a `step` metrics record every N steps (0 = epoch records only)."""
     checkpoint_every_epochs: Annotated[StrictInt, Field(ge=0)] = 0
     """Save a checkpoint every N epochs (0 = never)."""
+    checkpoint_every_steps: Annotated[StrictInt, Field(ge=0)] = 0
+    """Save a checkpoint every N global optimizer steps, inside epochs too (0 = never). With it,
+    a stop signal (SIGUSR1, SIGTERM under SLURM) is acted on at the next step boundary rather
+    than at the epoch's end: the ranks vote on it after every call into the framework, one
+    small all-reduce outside the step clock."""
     keep_checkpoints: Annotated[StrictInt, Field(ge=0)] = 2
     """How many of the newest complete checkpoints a run keeps (0 = all)."""
     stop_on_divergence: StrictBool = False

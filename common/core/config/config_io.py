@@ -139,7 +139,11 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
 
 # Keys added after the hash was first published: left out of the hash while at their default,
 # so that a config that sets nothing new keeps the hash it always had.
-ADDED_KEYS = {"output.tensorboard": False, "train.steps_per_call": 1}
+ADDED_KEYS = {
+    "output.tensorboard": False,
+    "train.steps_per_call": 1,
+    "train.checkpoint_every_steps": 0,
+}
 
 
 def canonical_json(cfg: Config) -> str:

@@ -31,7 +31,10 @@ def console_line(record: Record) -> str:
             f"config {record.config_hash}{emulated}"
         )
     if isinstance(record, Resume):
-        return f"resume from {record.checkpoint} (after epoch {record.epoch})"
+        where = f"step {record.step}" if record.step else f"epoch {record.epoch}"
+        before = record.world_size_before
+        size = f", saved by {before} rank(s)" if before is not None else ""
+        return f"resume from {record.checkpoint} (after {where}{size})"
     return _end_line(record)
 
 

@@ -93,6 +93,16 @@ class Resume(Fields):
     time: str = doc("UTC time the record was written, ISO 8601 with milliseconds")
     epoch: int = doc("the epoch of the checkpoint the launch went on from")
     checkpoint: str = doc("folder of the checkpoint the launch went on from")
+    step: int | None = doc(
+        "global optimizer step the checkpoint was taken after: inside an epoch with "
+        "train.checkpoint_every_steps or --stop-after-step",
+        added=True,
+    )
+    world_size_before: int | None = doc(
+        "world size of the launch that saved the checkpoint; where it differs from run_start's "
+        "world_size, the run changed size here",
+        added=True,
+    )
 
 
 class Step(Fields):

@@ -1,6 +1,8 @@
-"""Checkpoint folders, the same on both sides: `<run>/checkpoints/epoch-NNNN/` holds what the
-framework saved (every rank writes its own part) and, written last by the chief, `manifest.json`:
-the epoch, what the run was (its config, framework, strategy, world size) and the SHA-256 of
+"""Checkpoint folders, the same on both sides: `<run>/checkpoints/epoch-NNNN/` (after NNNN
+epochs) or `epoch-NNNN-step-SSSSSSS/` (SSSSSSS steps into the next one, `train.
+checkpoint_every_steps`; the names sort in training order) holds what the framework saved
+(every rank writes its own part) and, written last by the chief, `manifest.json`: the epoch and
+step, what the run was (its config, framework, strategy, world size) and the SHA-256 of
 every file. A checkpoint is written whole or not at all: the ranks save into
 `checkpoints/.staging/epoch-NNNN/`, the chief writes the manifest there and renames the folder
 into place; a save that fails (a full disk, a signal, a lost rank) leaves nothing behind, and a
@@ -55,20 +57,25 @@ def root(run_dir: Path) -> Path:
     return run_dir / "checkpoints"
 
 
-def epoch_dir(run_dir: Path, epoch: int) -> Path:
-    return root(run_dir) / f"{PREFIX}{epoch:04d}"
+def folder_name(epoch: int, step: int = 0) -> str:
+    """The folder of the state after `epoch` epochs and `step` steps of the next one."""
+    return f"{PREFIX}{epoch:04d}" + (f"-step-{step:07d}" if step else "")
 
 
-def staging_dir(run_dir: Path, epoch: int) -> Path:
+def epoch_dir(run_dir: Path, epoch: int, step: int = 0) -> Path:
+    return root(run_dir) / folder_name(epoch, step)
+
+
+def staging_dir(run_dir: Path, epoch: int, step: int = 0) -> Path:
     """Where a checkpoint is written before it is complete: under `checkpoints/.staging/`, which
     no resume looks into (`complete` reads `checkpoints/epoch-*` only)."""
-    return root(run_dir) / STAGING / f"{PREFIX}{epoch:04d}"
+    return root(run_dir) / STAGING / folder_name(epoch, step)
 
 
-def publish(staged: Path, run_dir: Path, epoch: int) -> Path:
-    """The staged folder, its manifest written, becomes the epoch's folder in one rename (the
-    chief); the staging area goes."""
-    final = epoch_dir(run_dir, epoch)
+def publish(staged: Path, run_dir: Path, epoch: int, step: int = 0) -> Path:
+    """The staged folder, its manifest written, becomes the checkpoint's folder in one rename
+    (the chief); the staging area goes."""
+    final = epoch_dir(run_dir, epoch, step)
     shutil.rmtree(final, ignore_errors=True)  # an abandoned later attempt's folder
     os.replace(staged, final)
     discard(run_dir)
@@ -92,13 +99,14 @@ def _files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST)
 
 
-def write_manifest(folder: Path, *, epoch: int, extras: dict[str, Any]) -> Path:
+def write_manifest(folder: Path, *, epoch: int, extras: dict[str, Any], step: int = 0) -> Path:
     """Mark `folder` complete (the chief, after every rank has saved): checksums of all its
     files, then the manifest itself, written under another name and renamed into place."""
     files = {str(path.relative_to(folder)): sha256(path) for path in _files(folder)}
     manifest = folder / MANIFEST
     partial = folder / f"{MANIFEST}.partial"
-    partial.write_text(json.dumps({**extras, "epoch": epoch, "files": files}), encoding="utf-8")
+    content = {**extras, "epoch": epoch, "step": step, "files": files}
+    partial.write_text(json.dumps(content), encoding="utf-8")
     partial.replace(manifest)
     return manifest
 

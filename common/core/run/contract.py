@@ -83,7 +83,7 @@ class DataSource(Protocol):
     @property
     def steps_per_epoch(self) -> int: ...
 
-    def train_batches(self, epoch: int) -> Iterable[Any]: ...
+    def train_batches(self, epoch: int, start: int = 0) -> Iterable[Any]: ...
 
 
 class Trainer(Protocol):
@@ -135,8 +135,9 @@ class Trainer(Protocol):
     @property
     def global_batch(self) -> int: ...
 
-    def train_batches(self, epoch: int) -> Iterable[Any]:
-        """This rank's batches of `epoch` (0-based) from the shared shard plan."""
+    def train_batches(self, epoch: int, start: int = 0) -> Iterable[Any]:
+        """This rank's batches of `epoch` (0-based) from the shared shard plan, from step
+        `start` on (a launch resumed inside the epoch)."""
 
     def step_clock(self) -> StepClock:
         """A fresh clock for one epoch's steps (`common.core.measure.clocks`)."""

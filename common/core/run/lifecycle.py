@@ -27,12 +27,14 @@ from common.core.run import (
     checkpoint_folders,
     live_tensorboard,
     liveness,
+    position,
     recorder,
     resume,
     run_end,
 )
 from common.core.run.chief import exchange, on_chief
 from common.core.run.contract import Trainer
+from common.core.run.position import Position
 from common.launch import exchanges
 from common.launch.cluster import ClusterSpec, unique_stamp
 
@@ -163,23 +165,28 @@ class Run:
     def total_time_s(self) -> float:
         return self.time_before_s + time.perf_counter() - self.started
 
-    def resume(self) -> tuple[int, float]:
-        """Restore the chosen checkpoint, if any (collective); (first epoch to train, loop seconds
-        of the earlier launches). Writes a resume record."""
+    def resume(self) -> Position:
+        """Restore the chosen checkpoint, if any (collective): where this launch starts. Writes a
+        resume record."""
         if self.resume_from is None:
-            return 0, 0.0
+            return Position()
         manifest = checkpoint_folders.read_manifest(self.resume_from)
         self.trainer.load_checkpoint(self.resume_from)
         self.epochs[:] = [_epoch(saved) for saved in manifest["epoch_records"]]
         self.time_before_s = manifest["run_time_s"]
+        spec = self.trainer.spec
+        start = position.from_manifest(manifest, spec.rank, spec.world_size)
+        steps = self.trainer.steps_per_epoch
         self.write(
             Resume(
                 time=provenance.utc_now(),
-                epoch=manifest["epoch"],
+                epoch=start.epoch,
                 checkpoint=str(self.resume_from),
+                step=start.epoch * steps + start.step if start.step else None,
+                world_size_before=start.world_size_before,
             )
         )
-        return manifest["epoch"], manifest["elapsed_s"]
+        return start
 
     def record_epoch(self, record: Epoch) -> None:
         """Write the epoch's record, then count it: a record the disk had no room for is not
@@ -187,16 +194,22 @@ class Run:
         self.write(record)
         self.epochs.append(record)
 
-    def checkpoint(self, epoch: int) -> None:
-        """The state after `epoch` epochs (collective): every rank saves its part into the
-        staging area, then the chief writes the manifest that makes it complete, moves it into
-        place, and drops the oldest beyond train.keep_checkpoints. A failed save leaves nothing
-        (`checkpoint_folders`: whole or not at all)."""
+    def checkpoint(
+        self, epoch: int, step: int = 0, *, elapsed_s: float | None = None, loss_sum: float = 0.0
+    ) -> None:
+        """The state after `epoch` epochs and `step` steps of the next (collective): every rank
+        saves its part into the staging area, then the chief writes the manifest that makes it
+        complete, moves it into place, and drops the oldest beyond train.keep_checkpoints. A
+        failed save leaves nothing (`checkpoint_folders`: whole or not at all). Inside an epoch,
+        `elapsed_s` is the loop's time so far and `loss_sum` this rank's running loss sum."""
         trainer = self.trainer
-        folder = checkpoint_folders.staging_dir(self.run_dir, epoch)
+        folder = checkpoint_folders.staging_dir(self.run_dir, epoch, step)
         if trainer.spec.is_chief:  # what an abandoned save left: start clean
             checkpoint_folders.discard(self.run_dir)
             folder.mkdir(parents=True)
+        sums: list[float] = []  # every rank's running loss sum, inside an epoch
+        if step:
+            sums = exchanges.gather_rows([loss_sum], **exchange(trainer))[:, 0].tolist()
         trainer.barrier()
         try:
             trainer.save_checkpoint(folder)
@@ -211,12 +224,13 @@ class Run:
             extras = {
                 "run_id": self.run_id,
                 **self.identity,
-                "elapsed_s": self.epochs[-1].elapsed_s,
+                "elapsed_s": self.epochs[-1].elapsed_s if elapsed_s is None else elapsed_s,
                 "run_time_s": self.total_time_s(),
                 "epoch_records": [to_json(record) for record in self.epochs],
+                "loss_sums": sums,
             }
-            checkpoint_folders.write_manifest(folder, epoch=epoch, extras=extras)
-            checkpoint_folders.publish(folder, self.run_dir, epoch)
+            checkpoint_folders.write_manifest(folder, epoch=epoch, step=step, extras=extras)
+            checkpoint_folders.publish(folder, self.run_dir, epoch, step)
             checkpoint_folders.prune(self.run_dir, self.cfg.train.keep_checkpoints)
         trainer.barrier()
 

@@ -18,6 +18,7 @@ from common.core.records.records import Step
 from common.core.run import recorder
 from common.core.run.contract import Trainer
 from common.core.run.lifecycle import Run
+from common.core.train.mid_epoch import MidEpoch
 from common.core.train.optim import learning_rate
 from common.core.train.progress import Progress
 
@@ -29,24 +30,32 @@ def train_epoch(
     run: Run,
     progress: Progress,
     counted: list[Call] | None = None,
+    *,
+    start_step: int = 0,
+    carried: float = 0.0,
+    mid: MidEpoch | None = None,
 ) -> recorder.EpochResult:
-    """Train one epoch (0-based) under the train clock; the clock pauses for step records and
-    progress lines. `counted` collects the collectives of the epoch's second step."""
+    """Train one epoch (0-based) under the train clock; the clock pauses for step records,
+    progress lines and `mid`'s checkpoints. `counted` collects the collectives of the second
+    step this launch takes in it. A resumed epoch starts at `start_step`, this rank's loss sum
+    of the earlier steps `carried`."""
     steps = trainer.steps_per_epoch
     every = cfg.train.log_every_steps
     losses: list[SupportsFloat] = []
     clock = trainer.step_clock()
     paused = 0.0
-    lr = learning_rate(cfg.optim, epoch, 0, steps, cfg.train.epochs)
+    lr = learning_rate(cfg.optim, epoch, start_step, steps, cfg.train.epochs)
     share = trainer.dims.dp_size  # the chief's loss is its share of the global mean
     trainer.barrier()
     trainer.synchronize()
-    progress.start_epoch()
+    progress.start_epoch(start_step)
     start = time.perf_counter()
     clock.step_started()
-    batches = iter(trainer.train_batches(epoch))
-    alone = min(1, steps - 1) if counted is not None else None  # past the first step's set-up
-    for first, count in calls(steps, cfg.train.steps_per_call, alone):
+    batches = iter(trainer.train_batches(epoch, start_step))
+    # past the first step's set-up
+    alone = start_step + min(1, steps - start_step - 1) if counted is not None else None
+    cuts = mid.cuts(epoch) if mid is not None else []
+    for first, count in calls(steps, cfg.train.steps_per_call, alone, start_step, cuts):
         taken = [next(batches) for _ in range(count)]
         lrs = [
             learning_rate(cfg.optim, epoch, first + i, steps, cfg.train.epochs)
@@ -74,6 +83,9 @@ def train_epoch(
                 run.write(record, echo=False)
                 paused += time.perf_counter() - now
                 now = time.perf_counter()
+        if mid is not None and first + count < steps:
+            running = functools.partial(_running_sum, carried, losses)
+            paused += mid.after(epoch, first + count, running)
         paused += progress.update(
             epoch=epoch,
             step=first + count,
@@ -85,23 +97,37 @@ def train_epoch(
     trainer.synchronize()
     train_time = time.perf_counter() - start - paused
     progress.end_epoch()
-    local = 0.0
-    for loss in losses:  # in step order, in float64: the same sum on every launch
-        local += float(loss)
-    total = trainer.all_reduce_sum(np.array([local]))[0]
+    total = trainer.all_reduce_sum(np.array([_running_sum(carried, losses)]))[0]
     step_times = clock.step_times(train_time)
+    trained = steps - start_step
     return recorder.EpochResult(
-        loss=float(total) / steps, time_s=train_time, step_times=step_times, lr=lr, steps=steps
+        loss=float(total) / steps, time_s=train_time, step_times=step_times, lr=lr, steps=trained
     )
 
 
-def calls(steps: int, per_call: int, alone: int | None = None) -> Iterator[tuple[int, int]]:
-    """(first step, steps) of each call into the framework in an epoch of `steps`: `per_call`
-    steps a call, the epoch's last call what is left, and step `alone` (the one whose
+def _running_sum(carried: float, losses: list[SupportsFloat]) -> float:
+    """This rank's loss sum in step order, in float64, from what earlier launches carried: the
+    same additions however the epoch was split into launches."""
+    local = carried
+    for loss in losses:
+        local += float(loss)
+    return local
+
+
+def calls(
+    steps: int,
+    per_call: int,
+    alone: int | None = None,
+    start: int = 0,
+    cuts: list[int] | None = None,
+) -> Iterator[tuple[int, int]]:
+    """(first step, steps) of each call into the framework in an epoch of `steps`, from step
+    `start`: `per_call` steps a call, the epoch's last call what is left, a call ending after
+    each of `cuts` steps (where a checkpoint falls), and step `alone` (the one whose
     collectives are counted) a call of its own."""
-    first = 0
+    first = start
     while first < steps:
-        end = min(first + per_call, steps)
+        end = min([first + per_call, steps, *(cut for cut in cuts or [] if cut > first)])
         if alone is not None and first < alone < end:
             end = alone
         elif first == alone:

@@ -40,6 +40,7 @@ from common.core.run.stop_signals import (
 )
 from common.core.run.stuck_collective import LastWords
 from common.core.train.epoch import train_epoch
+from common.core.train.mid_epoch import MidEpoch
 from common.core.train.progress import Progress
 from common.models import weights
 
@@ -49,7 +50,8 @@ def train_epochs(
 ) -> None:
     """Build, resume, then train, evaluate, record and checkpoint epoch by epoch; export."""
     trainer.build()
-    start_epoch, elapsed_before = run.resume()
+    start = run.resume()
+    elapsed_before = start.elapsed_s
     # MFU's terms: the model's FLOPs per training sample and the ranks' summed peak (collective).
     flops = weights.train_flops_per_sample(cfg.net())
     peak_total = float(trainer.all_reduce_sum(np.array([trainer.peak_flops()]))[0])
@@ -64,12 +66,27 @@ def train_epochs(
     reprobed = False
     sent: list[TrafficEntry] | None = None  # counted in the launch's first epoch
     split: StepSplit | None = None  # of the step whose traffic was counted
-    for epoch in range(start_epoch, cfg.train.epochs):
+    mid = MidEpoch(
+        cfg, trainer, run, options, stops, lambda: elapsed_before + time.perf_counter() - loop_start
+    )
+    steps = trainer.steps_per_epoch
+    for epoch in range(start.epoch, cfg.train.epochs):
         done = epoch + 1
         trainer.reset_peak_memory()
-        counting = trainer.spec.world_size > 1 and epoch == start_epoch
+        counting = trainer.spec.world_size > 1 and epoch == start.epoch
         train_calls: list[Call] | None = [] if counting else None
-        trained = train_epoch(cfg, trainer, epoch, run, progress, train_calls)
+        resumed_inside = epoch == start.epoch and start.step > 0
+        trained = train_epoch(
+            cfg,
+            trainer,
+            epoch,
+            run,
+            progress,
+            train_calls,
+            start_step=start.step if resumed_inside else 0,
+            carried=start.loss_sum if resumed_inside else 0.0,
+            mid=mid,
+        )
         trainer.synchronize()
         eval_start = time.perf_counter()
         if train_calls is not None:
@@ -116,14 +133,24 @@ def train_epochs(
         if cfg.train.stop_on_divergence and (why := recorder.divergence([record])):
             raise Diverged(f"{why}: stopped there (train.stop_on_divergence)")
         preempted = trainer.all_reduce_sum(np.array([float(stops.requested)]))[0] > 0
-        stopping = options.stop_after_epoch == done or preempted
-        every = cfg.train.checkpoint_every_epochs
-        if (every and done % every == 0) or stopping:
+        step_stop = options.stop_after_step == done * steps
+        stopping = options.stop_after_epoch == done or step_stop or preempted
+        every, every_steps = cfg.train.checkpoint_every_epochs, cfg.train.checkpoint_every_steps
+        if (
+            (every and done % every == 0)
+            or (every_steps and done * steps % every_steps == 0)
+            or stopping
+        ):
             run.checkpoint(done)
         if preempted and done < cfg.train.epochs:
             raise Preempted(f"preempted (SIGUSR1): checkpointed epoch {done}; resume")
         if stopping and done < cfg.train.epochs:
-            raise Aborted(f"stopped after epoch {done} (--stop-after-epoch); --resume")
+            how = (
+                f"step {done * steps} (--stop-after-step)"
+                if step_stop
+                else f"epoch {done} (--stop-after-epoch)"
+            )
+            raise Aborted(f"stopped after {how}; --resume")
     if cfg.output.save_model:
         trainer.export_model(run.run_dir)
     trainer.leave_together()
@@ -206,7 +233,8 @@ class Ending:
         if isinstance(ended, Preempted):
             return Outcome("aborted", str(ended), PREEMPTED_EXIT)
         if isinstance(ended, Aborted):
-            return Outcome("aborted", str(ended), 0 if self.options.stop_after_epoch else 143)
+            asked = self.options.stop_after_epoch or self.options.stop_after_step
+            return Outcome("aborted", str(ended), 0 if asked else 143)
         return self.failed(ended, last_words)
 
     def failed(self, failure: BaseException, last_words: LastWords) -> Outcome:

@@ -43,9 +43,12 @@ class Progress:
         self.spent_s = 0.0
         self._shown_at = 0.0
         self._width = 0
+        self._first_step = 0
 
-    def start_epoch(self) -> None:
+    def start_epoch(self, first_step: int = 0) -> None:
+        """An epoch begins, at `first_step` steps in when a launch resumed inside it."""
         self._shown_at = time.monotonic()
+        self._first_step = first_step
 
     def update(self, *, epoch: int, step: int, train_s: float, loss: Callable[[], float]) -> float:
         """After step `step` (1-based) of epoch `epoch` (0-based), `train_s` seconds into the
@@ -56,7 +59,7 @@ class Progress:
         now = time.monotonic()
         if now - self._shown_at < self.every_s:
             return 0.0
-        rate = step / train_s if train_s > 0 else 0.0
+        rate = (step - self._first_step) / train_s if train_s > 0 else 0.0
         left = (self.epochs - epoch - 1) * self.steps + self.steps - step
         eta = duration(left / rate) if rate else "?"
         line = (

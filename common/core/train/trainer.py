@@ -59,8 +59,8 @@ class TrainerBase:
     def global_batch(self) -> int:
         return self.data.plan.global_batch
 
-    def train_batches(self, epoch: int) -> Iterable[Any]:
-        return self.data.train_batches(epoch)
+    def train_batches(self, epoch: int, start: int = 0) -> Iterable[Any]:
+        return self.data.train_batches(epoch, start)
 
     def train_steps(self, batches: list[Any], lrs: list[float]) -> list[Any]:
         """Several steps in one call (train.steps_per_call): here one after another, their
