@@ -38,11 +38,16 @@ def save_checkpoint(folder: Path, *, model: nn.Module, optimizer, info: DistInfo
 
 
 def load_checkpoint(folder: Path, *, model: nn.Module, optimizer, info: DistInfo) -> None:
-    """Restore model, optimizer and this rank's RNG (collective)."""
+    """Restore model, optimizer and this rank's RNG (collective). DCP loads the state into this
+    launch's layout, whatever the world size or strategy that saved it (resharding at load).
+    The RNG states are per rank: restored only where the same ranks saved them; at another
+    world size every rank keeps the state it was seeded with (dropout draws other masks)."""
     dcp, get_state_dict, set_state_dict = _dcp()
     model_state, optim_state = get_state_dict(model, optimizer)
     dcp.load({"model": model_state, "optim": optim_state}, checkpoint_id=folder)  # in place
     set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=optim_state)
+    if len(list(folder.glob("rng-rank*.pt"))) != info.world_size:
+        return
     torch.set_rng_state(torch.load(folder / f"rng-rank{info.rank}.pt"))
     cuda_rng = folder / f"cuda-rng-rank{info.rank}.pt"
     if info.device.type == "cuda" and cuda_rng.is_file():

@@ -146,5 +146,9 @@ class Amp:
             torch.save(self.scaler.state_dict(), folder / f"grad-scaler-rank{rank}.pt")
 
     def load(self, folder: Path, rank: int) -> None:
+        """This rank's scaler; rank 0's where no rank `rank` saved one (a run resumed at a larger
+        world size: every rank's scale and its growth tracker are the same)."""
         if self.scaler is not None:
-            self.scaler.load_state_dict(torch.load(folder / f"grad-scaler-rank{rank}.pt"))
+            own = folder / f"grad-scaler-rank{rank}.pt"
+            saved = own if own.is_file() else folder / "grad-scaler-rank0.pt"
+            self.scaler.load_state_dict(torch.load(saved))

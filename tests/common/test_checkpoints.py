@@ -114,12 +114,14 @@ def test_a_resume_may_change_only_the_listed_keys():
     found = resume.conflicts(
         saved, identity("optim.lr=0.01", "train.seed=3", world=1, strategy="single")
     )
-    assert found == [
+    # single loads no other strategy's checkpoint and runs one process: both said, with why
+    assert [line.split(" (")[0] for line in found] == [
         "strategy: 'ddp' in the checkpoint, 'single' now",
         "world_size: 2 in the checkpoint, 1 now",
         "optim.lr: 0.001 in the checkpoint, 0.01 now",
         "train.seed: 0 in the checkpoint, 3 now",
     ]
+    assert "torch.strategy=single runs one process" in found[1]
     onecycle = identity("optim.schedule=onecycle")
     longer = identity("optim.schedule=onecycle", "train.epochs=4")
     assert "onecycle schedule spans all epochs" in resume.conflicts(onecycle, longer)[0]

@@ -69,6 +69,12 @@ class Strategy:
         default=lambda world, local_world, cfg: ParallelDims(replicate=world, shard=1)
     )
     """(world size, ranks per node, config) -> the mesh."""
+    reshards: bool = True
+    """A checkpoint it saved loads at another world size: torch's Distributed Checkpoint
+    reshards at load, TensorFlow's mirrored variables are whole on every worker."""
+    loads_from: tuple[str, ...] = ()
+    """Other strategies whose checkpoints it loads: DCP saves both as the same whole
+    parameters and optimizer states, under the same names."""
     refuse: Callable[[Any], str | None] = field(default=lambda cfg: None)
     """A value this strategy cannot take (the reason, naming the fix), None when all is well."""
     traffic: Callable[[list[Unit], int, int, Any], list[Expected]] = expected_traffic.replicated
@@ -115,6 +121,7 @@ STRATEGIES: tuple[Strategy, ...] = (
         precision_by="autocast",
         gradient_sync="none (one process)",
         processes="one",
+        reshards=False,
         traffic=expected_traffic.nothing,
     ),
     Strategy(
@@ -124,6 +131,7 @@ STRATEGIES: tuple[Strategy, ...] = (
         parameters="plain",
         precision_by="autocast",
         gradient_sync="all-reduced (mean) in fp32 over all ranks, bucketed",
+        loads_from=("fsdp2",),
     ),
     Strategy(
         name="fsdp2",
@@ -134,6 +142,7 @@ STRATEGIES: tuple[Strategy, ...] = (
         gradient_sync=REDUCE_SCATTER + " over all ranks",
         reads=FSDP_OPTIONS,
         dims=_fsdp_dims,
+        loads_from=("ddp",),
         refuse=_no_shard_in_dtensor,
         traffic=expected_traffic.fully_sharded,
     ),

@@ -2,7 +2,9 @@
 
 One run is one folder is one identity: a launch without --resume/--auto-resume creates its
 folder exclusively, and a resumed launch must be the same run as the checkpoint it loads: the
-same framework, strategy, world size and config, except for the keys in MAY_CHANGE.
+same framework and config, except for the keys in MAY_CHANGE. The world size may change where
+the strategy reshards, the strategy where the new one loads the old one's checkpoints
+(`changes`); the global batch stays.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from common.core.config import strategies
 from common.core.config.cli import RunOptions
 from common.core.config.config import HOW_NOT_WHAT, is_listed
 from common.core.config.config_io import CONFIG_FILENAME, flatten
@@ -31,6 +34,9 @@ LAUNCH_FILE = "launch.json"
 # another run than the one that was checkpointed.
 MAY_CHANGE = (*HOW_NOT_WHAT, "train.epochs")
 RESUME_HINT = "--resume / --auto-resume"
+# How the parameters are laid out over the ranks: free to change where the checkpoint loads
+# into the new layout (`changes`: another world size, a strategy of `Strategy.loads_from`).
+LAYOUT = ("torch.strategy", "torch.hsdp_shard_size")
 
 
 class RunRefused(ValueError):
@@ -53,24 +59,69 @@ def conflicts(
     saved: dict[str, Any], current: dict[str, Any], held_in: str = "the checkpoint"
 ) -> list[str]:
     """Why the run described by `current` (an `identity`) may not go on from a checkpoint
-    whose manifest is `saved` (or a folder `held_in` says); empty when it may."""
+    whose manifest is `saved` (or a folder `held_in` says); empty when it may. A checkpoint
+    may load at another world size, and into another strategy, where `changes` allows it."""
+    resumed = held_in == "the checkpoint"  # a run that starts over keeps no schedule
+    old, new = flatten(saved.get("config", {})), flatten(current["config"])
+    reloads = resumed and saved.get("framework") == current["framework"]
+    keys = ("framework",) if reloads else ("framework", "strategy", "world_size")
     found = [
         f"{key}: {saved.get(key)!r} in {held_in}, {current[key]!r} now"
-        for key in ("framework", "strategy", "world_size")
+        for key in keys
         if saved.get(key) != current[key]
     ]
-    old, new = flatten(saved.get("config", {})), flatten(current["config"])
+    if reloads:
+        found += changes(saved, current, old, new)
+    free = (*MAY_CHANGE, *LAYOUT) if reloads else MAY_CHANGE
     for key in sorted(set(old) | set(new)):
-        if is_listed(key, MAY_CHANGE) or old.get(key) == new.get(key):
+        if is_listed(key, free) or old.get(key) == new.get(key):
             continue
         found.append(f"{key}: {old.get(key, '(absent)')!r} in {held_in}, {new.get(key)!r} now")
     onecycle = new.get("optim.schedule") == "onecycle"
-    resumed = held_in == "the checkpoint"  # a run that starts over keeps no schedule
     if resumed and onecycle and old.get("train.epochs") != new.get("train.epochs"):
         found.append(
             "train.epochs: the onecycle schedule spans all epochs, so changing them changes "
             f"the learning rate of the epochs left ({old.get('train.epochs')} -> "
             f"{new.get('train.epochs')})"
+        )
+    return found
+
+
+def changes(
+    saved: dict[str, Any], current: dict[str, Any], old: dict[str, Any], new: dict[str, Any]
+) -> list[str]:
+    """Why a checkpoint may not load into another strategy or at another world size; empty
+    where it may (`Strategy.loads_from`, `Strategy.reshards`, a global batch that stays)."""
+    framework = current["framework"]
+    was, now = saved.get("strategy"), current["strategy"]
+    entry = strategies.of(framework).get(now)
+    found = []
+    if was != now and (entry is None or was not in entry.loads_from):
+        pairs = [
+            f"{s.name} from {', '.join(s.loads_from)}"
+            for s in strategies.STRATEGIES
+            if s.loads_from
+        ]
+        found.append(
+            f"strategy: {was!r} in the checkpoint, {now!r} now (a checkpoint loads into "
+            "another strategy only where DCP holds the same whole tensors under the same "
+            f"names: {'; '.join(pairs)})"
+        )
+    before, after = saved.get("world_size"), current["world_size"]
+    if before == after:
+        return found
+    if entry is not None and not entry.reshards:
+        found.append(
+            f"world_size: {before!r} in the checkpoint, {after!r} now ({framework}.strategy="
+            f"{now} runs one process; resume with a strategy that reshards, e.g. ddp)"
+        )
+    if new.get("train.batch_mode") == "per_rank" or old.get("train.batch_mode") == "per_rank":
+        size = new.get("train.batch_size")
+        found.append(
+            f"world_size: {before!r} in the checkpoint, {after!r} now with "
+            f"train.batch_mode=per_rank: the global batch would go from {size} x {before} to "
+            f"{size} x {after}, and the loss of a step would mean another thing; a run that "
+            "changes size keeps its global batch (train.batch_mode=global)"
         )
     return found
 
