@@ -32,7 +32,7 @@ class DistInfo(cluster.RankView):
     device_type: str  # "cpu" or "gpu"
     device_name: str  # "cpu" or the GPU's name
     backend: str | None  # None: one process, no process group
-    store: torch_dist.TCPStore | None = None  # the rendezvous store; the chief serves it
+    store: torch_dist.Store | None = None  # the rendezvous store; the chief serves it
     threads: dict[str, int] = field(default_factory=dict)  # {"intra_op": n, "inter_op": m}
 
     @property
@@ -71,23 +71,31 @@ def set_threads(spec: cluster.ClusterSpec) -> dict[str, int]:
 STORE_GRACE_S = 2.0
 
 
-def _meet(spec: cluster.ClusterSpec, timeout_s: float) -> torch_dist.TCPStore:
+def _meet(spec: cluster.ClusterSpec, timeout_s: float) -> torch_dist.Store:
     """The rendezvous store: the chief serves it and waits for every rank; the others connect.
     RuntimeError within timeout_s (and STORE_GRACE_S) naming the address, the port and what was
     found there. The store is built in a thread of its own, since a client of a silent server
-    never returns; that thread is left behind when it does not (the rank then exits)."""
+    never returns; that thread is left behind when it does not (the rank then exits).
+
+    Under torchrun's agent (TORCHELASTIC_USE_AGENT_STORE=True) the agent serves the store:
+    every rank is a client, as in torch's own env:// rendezvous. A restarted attempt's keys go
+    under a prefix of their own, so nothing an earlier attempt left in a store that outlived it
+    is read again."""
     built: dict[str, Any] = {}
+    agent_serves = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
 
     def build() -> None:
         try:
-            built["store"] = torch_dist.TCPStore(
+            store = torch_dist.TCPStore(
                 spec.master_addr,
                 spec.master_port,
                 world_size=spec.world_size,
-                is_master=spec.is_chief,
+                is_master=spec.is_chief and not agent_serves,
                 timeout=dt.timedelta(seconds=timeout_s),
-                wait_for_workers=True,
+                wait_for_workers=not agent_serves,
             )
+            prefix = f"attempt-{spec.attempt}/"
+            built["store"] = torch_dist.PrefixStore(prefix, store) if spec.attempt else store
         except (RuntimeError, OSError) as error:  # DistStoreError and timeouts derive from these
             built["error"] = error
 

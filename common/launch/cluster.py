@@ -54,6 +54,8 @@ class ClusterSpec:
     slurm_job_id: str = ""  # SLURM_JOB_ID when inside a SLURM job (srun tasks, torchrun in a job)
     cluster_name: str = ""  # SLURM_CLUSTER_NAME: job ids are only unique within one cluster
     restart_count: int = 0  # SLURM_RESTART_COUNT: how often SLURM requeued this job
+    attempt: int = 0  # TORCHELASTIC_RESTART_COUNT: restarts of the ranks by an elastic launcher
+    max_restarts: int = 0  # TORCHELASTIC_MAX_RESTARTS: how many that launcher allows
     gpus_bound_per_task: bool = False  # SLURM (--gpus-per-task) or slurm/task.sh bound a GPU
 
     @property

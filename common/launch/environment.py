@@ -104,8 +104,18 @@ def _from_torchrun(env: Mapping[str, str]) -> ClusterSpec:
         tf_ports=ports,
         stop_reason_file=env.get(STOP_REASON_VARIABLE, ""),
         cpus_per_task=_cpus_per_task(env),  # torchrun under srun: the cores of the agent's task
+        attempt=_count_of(env, "TORCHELASTIC_RESTART_COUNT"),
+        max_restarts=_count_of(env, "TORCHELASTIC_MAX_RESTARTS"),
         **_slurm_job(env),
     )
+
+
+def _count_of(env: Mapping[str, str], name: str) -> int:
+    """A count an elastic launcher (torchrun's agent, `common.launch --max-restarts`) sets."""
+    text = env.get(name) or "0"
+    if not text.isdigit():
+        raise ClusterError(f"{name}={text!r} must be a count >= 0")
+    return int(text)
 
 
 def _slurm_job(env: Mapping[str, str]) -> dict[str, Any]:

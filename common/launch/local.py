@@ -6,7 +6,8 @@ Each rank gets torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_S
 MASTER_ADDR, MASTER_PORT) and a TF_CONFIG naming one free localhost port per rank, so the same
 launcher starts either framework. Output lines are prefixed with the rank. When a rank fails,
 the others are stopped (SIGTERM, then SIGKILL after --grace seconds) and the launcher exits
-with the failing rank's exit code (128 + signal number for a rank killed by a signal).
+with the failing rank's exit code (128 + signal number for a rank killed by a signal), or,
+with --max-restarts K, starts every rank again up to K times.
 
 Signals to the launcher: SIGINT, SIGTERM and SIGHUP (a closed terminal) stop every rank, which
 write run_end (aborted) naming the signal; SIGUSR1 (a scheduler's warning before the time
@@ -17,7 +18,6 @@ limit) is passed on to the ranks, which checkpoint at the end of the epoch and l
 from __future__ import annotations
 
 import argparse
-import ctypes
 import functools
 import os
 import signal
@@ -28,8 +28,8 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import IO
 
+from common.launch import rank_processes
 from common.launch.cluster import (
     LAUNCHER_MARK,
     PREEMPTED_EXIT,
@@ -47,25 +47,12 @@ KILL_WAIT_S = 5.0  # after SIGKILL and the grace period, for a rank the kernel h
 # Signals that stop a launch: each rank gets SIGTERM and writes run_end (aborted) naming it.
 # SIGHUP is what closing the terminal of a foreground launch sends.
 STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-_LIBC = ctypes.CDLL(None, use_errno=True)
-
-
-def _dies_with(launcher: int) -> None:
-    """In a rank between fork and exec: the kernel kills it with SIGKILL when the launcher dies,
-    whatever kills the launcher (a timeout's SIGKILL cannot be handled to stop the ranks).
-    SIGUSR1 is held pending from the rank's first instruction until its run installs a
-    handler (`common.core.run.stop_signals`); the mask goes through exec."""
-    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
-    if os.getppid() != launcher:  # the launcher died before prctl: nobody would kill this rank
-        os._exit(1)
 
 
 def rank_environments(nproc: int, base_env: dict[str, str]) -> list[dict[str, str]]:
     """The environment of every rank: torchrun's variables plus TF_CONFIG, on free ports."""
     master_port, *tf_ports = free_ports(nproc + 1)
-    run_id = "local-" + unique_stamp()
+    run_id = base_env.get("SUITE_RUN_ID") or "local-" + unique_stamp()
     spec = local_spec(nproc, master_port=master_port, tf_ports=tuple(tf_ports), launch_id=run_id)
     environments = []
     for rank in range(nproc):
@@ -85,44 +72,6 @@ def rank_environments(nproc: int, base_env: dict[str, str]) -> list[dict[str, st
         write_tf_config(replace(spec, rank=rank, local_rank=rank), env)
         environments.append(env)
     return environments
-
-
-def _relay(rank: int, stream: IO[bytes], lock: threading.Lock) -> None:
-    """A rank's output, prefixed, onto the launcher's; drained to the end even when the
-    launcher's own output is gone (a closed terminal), so that no rank blocks writing."""
-    shown = True
-    for line in iter(stream.readline, b""):
-        if not shown:
-            continue
-        with lock:
-            try:
-                sys.stdout.buffer.write(f"[rank {rank}] ".encode() + line)
-                sys.stdout.flush()
-            except OSError:  # EIO after a hang-up, EPIPE: keep draining, show nothing
-                shown = False
-    stream.close()
-
-
-def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
-    try:
-        os.killpg(process.pid, signum)
-    except ProcessLookupError:
-        pass
-
-
-def _leave_unkillable(processes: list[subprocess.Popen[bytes]]) -> None:
-    """Ranks that SIGKILL has not ended: stuck in the kernel (state D: a hung file system, a
-    frozen cgroup), where the signal waits until they wake. Say so and stop waiting; they die
-    when they wake, since SIGKILL is pending."""
-    for rank, process in enumerate(processes):
-        if process.poll() is None:
-            print(
-                f"[launch] rank {rank} (pid {process.pid}) did not exit after SIGKILL: it is "
-                "stuck in the kernel (a hung file system, a frozen cgroup); not waiting for it, "
-                "it dies when it wakes",
-                file=sys.stderr,
-                flush=True,
-            )
 
 
 def _pass_on_preemption(processes: list[subprocess.Popen[bytes]]) -> None:
@@ -157,8 +106,37 @@ def end_missing_run_end(note: Path, error: str) -> None:
     subprocess.run(command, check=False, timeout=60)
 
 
-def run(command: list[str], nproc: int, grace_s: float = 5.0) -> int:
+def run(command: list[str], nproc: int, grace_s: float = 5.0, max_restarts: int = 0) -> int:
     """Run `command` as `nproc` ranks; return 0, or the failing rank's exit code.
+
+    With `max_restarts` K, an attempt that failed starts every rank again, up to K times, with
+    the same run id and torchrun's TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_MAX_RESTARTS: a
+    training program goes on from its last checkpoint. A refusal (exit 2), a preemption and a
+    stop from outside are not restarted: another attempt would meet the same."""
+    run_id = "local-" + unique_stamp()
+    code = 0
+    for attempt in range(max_restarts + 1):
+        extra = {"SUITE_RUN_ID": run_id}
+        if max_restarts:
+            extra["TORCHELASTIC_RESTART_COUNT"] = str(attempt)
+            extra["TORCHELASTIC_MAX_RESTARTS"] = str(max_restarts)
+        code, stopped = _attempt(command, nproc, grace_s, extra)
+        if stopped or code in (0, 2, PREEMPTED_EXIT) or attempt == max_restarts:
+            return code
+        print(
+            f"[launch] restart {attempt + 1} of {max_restarts}: all {nproc} ranks start again "
+            "and go on from the run's last checkpoint",
+            file=sys.stderr,
+            flush=True,
+        )
+    return code
+
+
+def _attempt(
+    command: list[str], nproc: int, grace_s: float, extra_env: dict[str, str]
+) -> tuple[int, bool]:
+    """One start of the ranks: (0 or the failing rank's exit code, whether the launcher was
+    stopped from outside).
 
     When a rank fails, the others get `grace_s` to fail on their own (their collectives
     notice the lost peer and they write their run_end with that cause), then SIGTERM, then
@@ -171,7 +149,12 @@ def run(command: list[str], nproc: int, grace_s: float = 5.0) -> int:
     reason_dir = tempfile.TemporaryDirectory(prefix="suite-launch-")
     reason_file = Path(reason_dir.name) / "stop-reason"
     note = Path(reason_dir.name) / "run-dir"
-    base_env = {**os.environ, STOP_REASON_VARIABLE: str(reason_file), RUN_DIR_VARIABLE: str(note)}
+    base_env = {
+        **os.environ,
+        **extra_env,
+        STOP_REASON_VARIABLE: str(reason_file),
+        RUN_DIR_VARIABLE: str(note),
+    }
     for rank, env in enumerate(rank_environments(nproc, base_env)):
         try:
             process = subprocess.Popen(
@@ -180,14 +163,16 @@ def run(command: list[str], nproc: int, grace_s: float = 5.0) -> int:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: stopping it stops its children
-                preexec_fn=functools.partial(_dies_with, os.getpid()),
+                preexec_fn=functools.partial(rank_processes.dies_with, os.getpid()),
             )
         except OSError as error:
             for started in processes:
-                _signal_group(started, signal.SIGKILL)
+                rank_processes.signal_group(started, signal.SIGKILL)
             print(f"[launch] cannot start {command[0]!r}: {error}", file=sys.stderr)
-            return 127
-        relay = threading.Thread(target=_relay, args=(rank, process.stdout, lock), daemon=True)
+            return 127, True
+        relay = threading.Thread(
+            target=rank_processes.relay, args=(rank, process.stdout, lock), daemon=True
+        )
         relay.start()
         processes.append(process)
         relays.append(relay)
@@ -230,9 +215,9 @@ def run(command: list[str], nproc: int, grace_s: float = 5.0) -> int:
                 kill_at = now + grace_s
             if kill_at is not None and now > kill_at:
                 for process in processes:
-                    _signal_group(process, signal.SIGKILL)
+                    rank_processes.signal_group(process, signal.SIGKILL)
                 if now > kill_at + grace_s + KILL_WAIT_S:
-                    _leave_unkillable(processes)
+                    rank_processes.leave_unkillable(processes)
                     break
             time.sleep(POLL_S)
         for relay, process in zip(relays, processes, strict=True):
@@ -242,16 +227,16 @@ def run(command: list[str], nproc: int, grace_s: float = 5.0) -> int:
                 note, f"the launcher was stopped by {signal.Signals(interrupted[0]).name}"
             )
             print(f"[launch] interrupted; stopped all {nproc} ranks", file=sys.stderr)
-            return 128 + interrupted[0]
+            return 128 + interrupted[0], True
         watch.check(time.monotonic())
         if watch.culprit is None and any(p.returncode == PREEMPTED_EXIT for p in processes):
             print(f"[launch] {_preempted(note)}", file=sys.stderr)
-            return PREEMPTED_EXIT
+            return PREEMPTED_EXIT, False
         if watch.culprit is None or not any(process.returncode for process in processes):
-            return 0
+            return 0, False
         end_missing_run_end(note, f"{watch.describe()} (seen by the launcher)")
         print(watch.last_line(), file=sys.stderr)
-        return watch.exit_code()
+        return watch.exit_code(), False
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -271,6 +256,14 @@ def main(argv: list[str] | None = None) -> int:
         help="after a rank fails: seconds the others get to fail on their own before SIGTERM, "
         "and again between SIGTERM and SIGKILL",
     )
+    parser.add_argument(
+        "--max-restarts",
+        type=int,
+        default=0,
+        metavar="K",
+        help="start every rank again after a failure, up to K times; the training programs go "
+        "on from the run's last checkpoint (as torchrun --max-restarts K)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- command and its arguments")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -280,7 +273,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--nproc must be >= 1, got {args.nproc}")
     if not 0 <= args.grace <= 9:
         parser.error("--grace must be between 0 and 9 seconds (peers must stop within 10 s)")
-    return run(command, args.nproc, args.grace)
+    if args.max_restarts < 0:
+        parser.error(f"--max-restarts must be >= 0, got {args.max_restarts}")
+    return run(command, args.nproc, args.grace, args.max_restarts)
 
 
 if __name__ == "__main__":

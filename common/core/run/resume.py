@@ -133,14 +133,16 @@ def launch_identity(spec: ClusterSpec) -> dict[str, Any]:
 
 def is_own_folder(run_dir: Path, spec: ClusterSpec) -> bool:
     """Whether this SLURM job made `run_dir` in an earlier start: the same job id on the same
-    cluster, and this start is a requeue (SLURM_RESTART_COUNT > 0). Job ids restart when a
+    cluster, and this start is a requeue (SLURM_RESTART_COUNT > 0) or an elastic restart of
+    the ranks (TORCHELASTIC_RESTART_COUNT > 0). Job ids restart when a
     cluster's state is wiped and repeat across clusters that share a file system, so a first
     start that finds its folder taken has found another job's run."""
     try:
         saved = json.loads((run_dir / LAUNCH_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return spec.restart_count > 0 and saved == launch_identity(spec)
+    restarted = spec.restart_count > 0 or spec.attempt > 0  # requeued, or elastic restarts
+    return restarted and saved == launch_identity(spec)
 
 
 def _create(run_dir: Path, spec: ClusterSpec, *, exist_ok: bool) -> None:

@@ -6,6 +6,7 @@ in a `Side`: its own checks, its start-up, its trainer, and what its failed star
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from common.core.config.config import Config
 from common.core.config.config_io import config_from_args
 from common.core.run import live_tensorboard
 from common.core.run.contract import Trainer
-from common.core.train import loop
+from common.core.train import killed_rank, loop
 from common.data import mnist
 from common.launch import environment
 from common.launch.cluster import ClusterSpec
@@ -40,10 +41,10 @@ class Side:
     """What a start-up that did not complete raises (peers that never came): exit 1."""
 
 
-def check_launch(cfg: Config, world_size: int) -> None:
+def check_launch(cfg: Config, world_size: int, max_restarts: int = 0) -> None:
     """Everything that can be checked before a run folder or a process group exists, on every
-    rank alike: the batch against the world and the data, and the data files' checksums.
-    Raises ValueError naming the fix."""
+    rank alike: the batch against the world and the data, restarts against the checkpoint
+    cadence, and the data files' checksums. Raises ValueError naming the fix."""
     global_batch = cfg.train.global_batch_size(world_size)
     samples = min(cfg.data.train_limit or mnist.TRAIN_SAMPLES, mnist.TRAIN_SAMPLES)
     if samples < global_batch:
@@ -52,6 +53,14 @@ def check_launch(cfg: Config, world_size: int) -> None:
             f"than one global batch of {global_batch}; raise data.train_limit or lower "
             "train.batch_size"
         )
+    if max_restarts:
+        if not (cfg.train.checkpoint_every_steps or cfg.train.checkpoint_every_epochs):
+            raise ValueError(
+                f"the launcher may restart the ranks {max_restarts} time(s) (--max-restarts, "
+                "TORCHELASTIC_MAX_RESTARTS), but the run has no checkpoint cadence: a restart "
+                "would start the run over. Set train.checkpoint_every_steps=N (or "
+                "train.checkpoint_every_epochs=N)"
+            )
     if cfg.output.tensorboard and not live_tensorboard.available():
         raise ValueError(
             "output.tensorboard=true needs tensorboardX: pip install tensorboardX (the "
@@ -73,7 +82,8 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None 
     try:
         spec = environment.from_environment()
         cfg = side.prepare(config_from_args(args), spec)
-        check_launch(cfg, spec.world_size)
+        check_launch(cfg, spec.world_size, spec.max_restarts)
+        killed_rank.kill_step(spec, os.environ)  # a test's fault, checked before any work
         info = side.setup(cfg, spec)
     except ValueError as error:  # bad config or launch variables: nothing has started
         print(f"error: {error}", file=sys.stderr)
@@ -82,7 +92,10 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None 
         print(f"error: {error}", file=sys.stderr)
         _leave(1)
     cfg = devices.resolve_eval_batch(cfg, side.framework, info.device_type)
-    trainer = side.trainer(cfg, info)  # held until the exit: it holds the process group
+    # held until the exit: it holds the process group
+    trainer = killed_rank.wrap(side.trainer(cfg, info))
+    if spec.attempt and not options.resume:  # restarted by an elastic launcher: go on
+        options = dataclasses.replace(options, auto_resume=True)
     _, code = loop.execute(cfg, options, trainer)
     _leave(code)
 
