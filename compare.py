@@ -153,7 +153,7 @@ def _print_tables(compared: Compared, form: str) -> None:
     for group in compared.groups:
         key, rows = group.key, group.rows
         title = ", ".join(f"{name} {value}" for name, value in key.items())
-        said = verdict.sentences(rows, target)
+        said = verdict.of_group(group, target)
         if form == "terminal":
             print(f"== {title}\n{tables.terminal_table(rows)}")
             print("\n".join(f"  > {sentence}" for sentence in said))

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 from common.core.config import strategies
 from common.report import significance
-from common.report.rows import Row
+from common.report.rows import Row, RunGroup
 from common.report.runs import RecordedRun
 
 AGREE_POINTS = 0.5  # final accuracies within this many percentage points "agree"
@@ -24,6 +24,15 @@ def _interval(row: Row, key: str, scale: float = 1.0, digits: int = 0) -> str:
 
 def _label(row: Row) -> str:
     return row.name
+
+
+def of_group(group: RunGroup, target: float) -> list[str]:
+    """The verdict of a group, then what the later launches of its runs did (restarts, size
+    changes: `RecordedRun.history`)."""
+    said = sentences(group.rows, target)
+    for run in group.runs:
+        said += [f"{run.label} ({run.start.run_id}): {line}." for line in run.history()]
+    return said
 
 
 def sentences(rows: list[Row], target: float) -> list[str]:

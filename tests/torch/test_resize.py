@@ -6,6 +6,7 @@ tolerance, and its record says where the size changed."""
 import pytest
 import torch
 
+import compare
 from tests.launching import runner
 from tests.records import read_metrics
 from tests.resizing import AT, SETTINGS, died_after_checkpoint, step_losses, tolerance
@@ -50,7 +51,7 @@ def allowed():
 
 @pytest.mark.parametrize("case", CASES)
 def test_a_resumed_run_at_another_size_follows_the_uninterrupted_one(
-    case, uninterrupted, allowed, tmp_path
+    case, uninterrupted, allowed, tmp_path, capsys
 ):
     (saved, saved_ranks), (strategy, ranks) = CASES[case]
     whole = uninterrupted(saved, saved_ranks)
@@ -76,3 +77,8 @@ def test_a_resumed_run_at_another_size_follows_the_uninterrupted_one(
     weights = max((ours[name] - theirs[name]).abs().max().item() for name in ours)
     print(f"{case}: max weight difference {weights:.3g}")
     assert weights <= allowed[1]
+    capsys.readouterr()
+    assert compare.main([str(tmp_path / case)]) == 0  # the run's own row and its history
+    shown = capsys.readouterr().out
+    said = f"resumed at step {AT} as {strategy} x{ranks}, saved by {saved_ranks} rank(s)"
+    assert said in shown and f"resized x{saved_ranks}->x{ranks})" in shown

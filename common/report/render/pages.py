@@ -72,7 +72,7 @@ def _group(group: RunGroup, page: Path, target: float) -> dict[str, Any]:
     ]
     return {
         "title": ", ".join(f"{name} {value}" for name, value in group.key.items()),
-        "verdict": verdict.sentences(group.rows, target),
+        "verdict": verdict.of_group(group, target),
         "header": lines[0],
         "rows": rows,
         "pictures": [_picture(p, CAPTIONS.get(p.stem, p.stem)) for p in group.pictures],
@@ -168,7 +168,7 @@ def write_markdown(
     out = [f"# {TITLE}", ""]
     for index, group in enumerate(groups, start=1):
         out += [f"**Verdict, group {index}**", ""]
-        out += [f"- {sentence}" for sentence in verdict.sentences(group.rows, target)] + [""]
+        out += [f"- {sentence}" for sentence in verdict.of_group(group, target)] + [""]
     out += ["## Environment", ""]
     out += [
         f"- {what}: {value}"

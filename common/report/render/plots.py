@@ -233,7 +233,22 @@ def plot_steps(runs: list[RecordedRun], path: Path, pen: Pen) -> bool:
     figure, axis = pen.plt.subplots(figsize=(7, 4.5))
     for run in with_steps:
         look = {**run_style(run), "marker": None, "linewidth": 1}
-        axis.plot([s.step for s in run.steps], [s.loss for s in run.steps], label=run.label, **look)
+        label = f"{run.label} ({run.resized()})" if run.resized() else run.label
+        axis.plot([s.step for s in run.steps], [s.loss for s in run.steps], label=label, **look)
+        for step, text in run.changes():  # where a later launch went on from
+            axis.axvline(step, color=look.get("color"), linestyle=":", linewidth=1)
+            axis.annotate(
+                text,
+                (step, 1),
+                xycoords=("data", "axes fraction"),
+                rotation=90,
+                va="top",
+                ha="right",
+                fontsize=7,
+                color=look.get("color"),
+            )
+    if any(run.changes() for run in with_steps):
+        legend(axis)
     axis.set_xlabel("optimizer step (global)")
     axis.set_ylabel("training loss (global batch mean)")
     axis.set_title("Training loss per step")
