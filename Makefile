@@ -54,7 +54,7 @@ test: setup data
 # strategy's bytes and added step time against the accounting and the projection
 # (tests/slurm/test_shaped_links.py), and each strategy on 2 and 4 nodes, the 2-node run projected
 # to 4 (tests/slurm/test_projection_across_nodes.py); the preflight's link profiles on 2 ranks and
-# 2 nodes; the benchmark. .ci/run runs it after make test.
+# 2 nodes; the benchmark; the failure-cost bench. .ci/run runs it after make test.
 test-scaling: setup data
 	$(PY) -m pytest -m scaling tests
 

@@ -2,12 +2,12 @@
 checkpoints at a step inside its second epoch, a copy of its folder as a launch that died right
 after that checkpoint, and the tolerance a resumed run's losses are held to."""
 
-import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 
+from common.core.run.checkpoint_folders import folder_name
+from common.tools.failure_cost import cut_back
 from tests.records import read_metrics
 from tests.rounding import float32_drifts
 
@@ -34,17 +34,8 @@ SETTINGS = [
 
 def died_after_checkpoint(whole: Path, to: Path) -> Path:
     """A copy of the run folder `whole` as its launch would have left it had it died right
-    after the checkpoint of step AT: that checkpoint and none later, its records up to that
-    step and no run_end."""
-    shutil.copytree(whole, to)
-    kept = f"epoch-{AT // STEPS_PER_EPOCH:04d}-step-{AT % STEPS_PER_EPOCH:07d}"
-    for folder in (to / "checkpoints").iterdir():
-        if folder.name > kept:
-            shutil.rmtree(folder)
-    lines = (to / "metrics.jsonl").read_text().splitlines(keepends=True)
-    ends = [i for i, line in enumerate(lines) if json.loads(line).get("step") == AT]
-    (to / "metrics.jsonl").write_text("".join(lines[: ends[0] + 1]))
-    return to
+    after the checkpoint of step AT (`common.tools.failure_cost.cut_back`)."""
+    return cut_back(whole, folder_name(AT // STEPS_PER_EPOCH, AT % STEPS_PER_EPOCH), to)
 
 
 def step_losses(folder: Path) -> np.ndarray:

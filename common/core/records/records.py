@@ -103,6 +103,11 @@ class Resume(Fields):
         "world_size, the run changed size here",
         added=True,
     )
+    load_s: float | None = doc(
+        "seconds the ranks took to load the checkpoint (the chief's clock; resharded where the "
+        "world size changed)",
+        added=True,
+    )
 
 
 class Step(Fields):

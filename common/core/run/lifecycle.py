@@ -171,7 +171,10 @@ class Run:
         if self.resume_from is None:
             return Position()
         manifest = checkpoint_folders.read_manifest(self.resume_from)
+        loading = time.perf_counter()
         self.trainer.load_checkpoint(self.resume_from)
+        self.trainer.barrier()
+        load_s = time.perf_counter() - loading
         self.epochs[:] = [_epoch(saved) for saved in manifest["epoch_records"]]
         self.time_before_s = manifest["run_time_s"]
         spec = self.trainer.spec
@@ -184,6 +187,7 @@ class Run:
                 checkpoint=str(self.resume_from),
                 step=start.epoch * steps + start.step if start.step else None,
                 world_size_before=start.world_size_before,
+                load_s=load_s,
             )
         )
         return start
@@ -207,6 +211,7 @@ class Run:
         if trainer.spec.is_chief:  # what an abandoned save left: start clean
             checkpoint_folders.discard(self.run_dir)
             folder.mkdir(parents=True)
+        saving = time.perf_counter()
         sums: list[float] = []  # every rank's running loss sum, inside an epoch
         if step:
             sums = exchanges.gather_rows([loss_sum], **exchange(trainer))[:, 0].tolist()
@@ -227,7 +232,9 @@ class Run:
                 "elapsed_s": self.epochs[-1].elapsed_s if elapsed_s is None else elapsed_s,
                 "run_time_s": self.total_time_s(),
                 "epoch_records": [to_json(record) for record in self.epochs],
+                "global_step": epoch * trainer.steps_per_epoch + step,
                 "loss_sums": sums,
+                "save_s": time.perf_counter() - saving,  # every rank's part, staged
             }
             checkpoint_folders.write_manifest(folder, epoch=epoch, step=step, extras=extras)
             checkpoint_folders.publish(folder, self.run_dir, epoch, step)

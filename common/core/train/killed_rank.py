@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any, SupportsFloat, cast
 
@@ -52,7 +53,8 @@ class KilledAtStep:
     def _count(self, steps: int) -> None:
         self._left -= steps
         if self._left <= 0:
-            print(f"[{KILL_VARIABLE}] rank {self._trainer.spec.rank}: SIGKILL", file=sys.stderr)
+            rank = self._trainer.spec.rank
+            print(f"[{KILL_VARIABLE}] rank {rank}: SIGKILL at {time.time():.3f}", file=sys.stderr)
             sys.stderr.flush()
             os.kill(os.getpid(), signal.SIGKILL)
 
