@@ -93,8 +93,10 @@ UNINTERRUPTED: dict[str, dict] = {}  # the requeue tests' reference: the final w
 @pytest.mark.parametrize("cluster", [1], indirect=True)  # once is enough
 @pytest.mark.parametrize("variant", ["torch", "torchrun"])
 def test_a_requeued_job_resumes_from_its_checkpoint(cluster, variant, tmp_path):
-    """SIGUSR1 before the time limit: checkpoint, exit 75, requeue, resume; the result is the
-    uninterrupted run's, bit for bit. torchrun agents pass the signal on (torch_impl.agent)."""
+    """SIGUSR1 before the time limit, in the middle of epoch 2 (200 steps): checkpoint at the
+    next step boundary (a step cadence makes the ranks vote after every step), exit 75,
+    requeue, resume inside the epoch; the result is the uninterrupted run's, bit for bit.
+    torchrun agents pass the signal on (torch_impl.agent)."""
     env = {**slurm_env(tmp_path), "SUITE_NPROC_PER_NODE": str(2 // cluster)}
     settings = [
         "configs/parity_sgd.yaml",
@@ -108,6 +110,8 @@ def test_a_requeued_job_resumes_from_its_checkpoint(cluster, variant, tmp_path):
         "output.save_model=true",
         "--set",
         "torch.strategy=ddp",
+        "--set",
+        "train.checkpoint_every_steps=1000",  # none due: the vote after every step
     ]
     if "model" not in UNINTERRUPTED:  # the same run for both variants: made once
         whole = submit(
@@ -145,7 +149,10 @@ def test_a_requeued_job_resumes_from_its_checkpoint(cluster, variant, tmp_path):
     assert "requeueing job" in log and "(restart 1)" in log
     ends = [r for r in read_metrics(metrics_file) if r["record"] == "run_end"]
     assert [e["status"] for e in ends] == ["aborted", "success"]
-    assert "preempted (SIGUSR1)" in ends[0]["error"] and ends[0]["epochs_completed"] < 3
+    assert "preempted (SIGUSR1): checkpointed step" in ends[0]["error"]
+    assert ends[0]["epochs_completed"] < 3
+    (resumed,) = [r for r in read_metrics(metrics_file) if r["record"] == "resume"]
+    assert resumed["step"] % 200, resumed  # inside an epoch
     a = UNINTERRUPTED["model"]
     b = torch.load(tmp_path / f"rq-{job}" / "model.pt")
     assert all(torch.equal(a[name], b[name]) for name in a)
