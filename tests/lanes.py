@@ -22,6 +22,7 @@ from xdist.scheduler import LoadScopeScheduling
 SIDE = {
     "tests/faults/test_lost_ranks.py": "85 s at 0.32: stopped ranks, peers' timeouts",
     "tests/faults/test_startup.py": "68 s at 0.17: start-up timeouts",
+    "tests/faults/test_restarts.py": "63 s at 0.51 ([B], 440f8b0+): rendezvous and grace waits",
     "tests/faults/test_loader_resume.py": "63 s at 0.39",
     "tests/faults/test_frozen_rank.py": "49 s at 0.17: a rank frozen until the timeout",
     "tests/faults/test_bad_values.py": "36 s at 0.56: one process at a time",

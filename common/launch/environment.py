@@ -71,9 +71,11 @@ def _check_ranks(rank: int, local_rank: int, world: int, local_world: int, sourc
 
 def _from_torchrun(env: Mapping[str, str]) -> ClusterSpec:
     rank, world = _int(env, "RANK"), _int(env, "WORLD_SIZE")
-    if ":" in env.get("PET_NNODES", ""):
-        raise ClusterError(f"PET_NNODES={env['PET_NNODES']!r}: {kubeflow.FIX}")
     pod = "PET_NNODES" in env and "LOCAL_RANK" not in env  # a PyTorchJob's own process
+    # PET_NNODES=MIN:MAX is torchrun's elastic node range: its workers (LOCAL_RANK set) get
+    # the world of each attempt; a process that torchrun did not start has a fixed one
+    if pod and ":" in env.get("PET_NNODES", ""):
+        raise ClusterError(f"PET_NNODES={env['PET_NNODES']!r}: {kubeflow.FIX}")
     if pod:
         kubeflow.check_pytorchjob(env)
     local_rank = 0 if pod else _int(env, "LOCAL_RANK")

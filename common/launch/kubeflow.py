@@ -13,7 +13,9 @@
                          torchrun in the pod (RANK is the node's, not the process's).
   TFJob (v1)             TF_CONFIG, read by `common.launch.tf_config`.
 
-An elastic node count (PET_NNODES=1:4) is refused: the suite's runs have a fixed world.
+An elastic node count (PET_NNODES=1:4) is torchrun's to use: its workers are restarted at the
+world of each attempt and resume from the run's checkpoint (docs/runs.md). A process that
+torchrun does not start (TensorFlow's, a PyTorchJob's own) has a fixed world: refused there.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ from collections.abc import Mapping
 
 from common.launch.cluster import ClusterError, ClusterSpec
 
-FIX = "set PET_NNODES to one number (the suite does not run elastic jobs)"
+FIX = (
+    "set PET_NNODES to one number: only torchrun's workers run elastic (PET_NNODES=MIN:MAX with "
+    "torchrun in the pod)"
+)
 
 
 def _count(env: Mapping[str, str], name: str) -> int:

@@ -38,6 +38,13 @@ def test_a_pytorchjob_pod_of_one_process_takes_rank_from_the_pod():
     assert (spec.master_addr, spec.master_port) == ("mnist-master-0", 23456)
 
 
+def test_an_elastic_node_range_is_torchruns_to_use():
+    """A torchrun worker of a TrainJob with PET_NNODES=1:4: torchrun set this attempt's world."""
+    worker = {**TRAINJOB, "PET_NNODES": "1:4", "RANK": "1", "LOCAL_RANK": "0", "WORLD_SIZE": "3"}
+    spec = environment.from_environment({**worker, "MASTER_ADDR": "a", "MASTER_PORT": "29400"})
+    assert (spec.launcher, spec.rank, spec.world_size) == ("torchrun", 1, 3)
+
+
 @pytest.mark.parametrize(
     "env, message",
     [

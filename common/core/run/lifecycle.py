@@ -31,30 +31,17 @@ from common.core.run import (
     recorder,
     resume,
     run_end,
+    run_names,
 )
 from common.core.run.chief import exchange, on_chief
 from common.core.run.contract import Trainer
 from common.core.run.position import Position
 from common.launch import exchanges
-from common.launch.cluster import ClusterSpec, unique_stamp
 
 # Bytes set aside beside the metrics file for run_end, freed just before it is written: a run
 # that failed because its disk filled still ends with a whole run_end (its error is capped at
 # common.core.run.failures.LIMIT characters).
 RESERVED_FOR_END = 64 * 1024
-
-
-def run_name(cfg: Config, framework: str, strategy: str, spec: ClusterSpec) -> str:
-    """output.run_name, else <framework>-<strategy>-<model>-w<world>-<launch id>.
-
-    Every rank must reach the same name; the launch id (SLURM job, launcher run id) is shared by
-    all ranks. Without one (a bare torchrun) a unique stamp is drawn, which only the chief's
-    counts: `Run.start` broadcasts the chief's name.
-    """
-    if cfg.output.run_name:
-        return cfg.output.run_name
-    stamp = spec.launch_id or unique_stamp()
-    return f"{framework}-{strategy}-{cfg.model.name}-w{spec.world_size}-{stamp}"
 
 
 def _epoch(saved: object) -> Epoch:
@@ -110,7 +97,7 @@ class Run:
         """Agree on the run's name, claim its folder, pick the checkpoint to go on from, then
         write run_start (collective). A refusal writes nothing."""
         spec = trainer.spec
-        proposed = run_name(cfg, trainer.framework, trainer.strategy.name, spec)
+        proposed = run_names.run_name(cfg, trainer.framework, trainer.strategy.name, spec)
         name = exchanges.broadcast_text(proposed, **exchange(trainer))
         claimed = Path(cfg.output.dir) / name
         held: list[liveness.Held] = []  # the chief's lock of the folder
@@ -130,7 +117,10 @@ class Run:
         )
         try:
             chosen = on_chief(
-                trainer, lambda: resume.choose_checkpoint(run_dir, options, identity, _warn)
+                trainer,
+                lambda: resume.choose_checkpoint(
+                    run_dir, options, identity, _warn, restarted=spec.attempt > 0
+                ),
             )["folder"]
         except BaseException:
             for lock in held:  # refused: the folder is free again, and says it was let go

@@ -4,7 +4,7 @@ One run is one folder is one identity: a launch without --resume/--auto-resume c
 folder exclusively, and a resumed launch must be the same run as the checkpoint it loads: the
 same framework and config, except for the keys in MAY_CHANGE. The world size may change where
 the strategy reshards, the strategy where the new one loads the old one's checkpoints
-(`changes`); the global batch stays.
+(`common.core.run.resize`); the global batch stays.
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ from typing import Any
 
 import yaml
 
-from common.core.config import strategies
 from common.core.config.cli import RunOptions
 from common.core.config.config import HOW_NOT_WHAT, is_listed
 from common.core.config.config_io import CONFIG_FILENAME, flatten
 from common.core.records.records import METRICS_FILENAME
-from common.core.run import checkpoint_folders, liveness
+from common.core.run import checkpoint_folders, liveness, resize
 from common.launch.cluster import ClusterSpec, unique_stamp
 from common.storage import whole_files
 
@@ -34,9 +33,6 @@ LAUNCH_FILE = "launch.json"
 # another run than the one that was checkpointed.
 MAY_CHANGE = (*HOW_NOT_WHAT, "train.epochs")
 RESUME_HINT = "--resume / --auto-resume"
-# How the parameters are laid out over the ranks: free to change where the checkpoint loads
-# into the new layout (`changes`: another world size, a strategy of `Strategy.loads_from`).
-LAYOUT = ("torch.strategy", "torch.hsdp_shard_size")
 
 
 class RunRefused(ValueError):
@@ -60,7 +56,8 @@ def conflicts(
 ) -> list[str]:
     """Why the run described by `current` (an `identity`) may not go on from a checkpoint
     whose manifest is `saved` (or a folder `held_in` says); empty when it may. A checkpoint
-    may load at another world size, and into another strategy, where `changes` allows it."""
+    may load at another world size, and into another strategy, where `resize.changes` allows
+    it."""
     resumed = held_in == "the checkpoint"  # a run that starts over keeps no schedule
     old, new = flatten(saved.get("config", {})), flatten(current["config"])
     reloads = resumed and saved.get("framework") == current["framework"]
@@ -71,8 +68,8 @@ def conflicts(
         if saved.get(key) != current[key]
     ]
     if reloads:
-        found += changes(saved, current, old, new)
-    free = (*MAY_CHANGE, *LAYOUT) if reloads else MAY_CHANGE
+        found += resize.changes(saved, current, old, new)
+    free = (*MAY_CHANGE, *resize.LAYOUT) if reloads else MAY_CHANGE
     for key in sorted(set(old) | set(new)):
         if is_listed(key, free) or old.get(key) == new.get(key):
             continue
@@ -83,45 +80,6 @@ def conflicts(
             "train.epochs: the onecycle schedule spans all epochs, so changing them changes "
             f"the learning rate of the epochs left ({old.get('train.epochs')} -> "
             f"{new.get('train.epochs')})"
-        )
-    return found
-
-
-def changes(
-    saved: dict[str, Any], current: dict[str, Any], old: dict[str, Any], new: dict[str, Any]
-) -> list[str]:
-    """Why a checkpoint may not load into another strategy or at another world size; empty
-    where it may (`Strategy.loads_from`, `Strategy.reshards`, a global batch that stays)."""
-    framework = current["framework"]
-    was, now = saved.get("strategy"), current["strategy"]
-    entry = strategies.of(framework).get(now)
-    found = []
-    if was != now and (entry is None or was not in entry.loads_from):
-        pairs = [
-            f"{s.name} from {', '.join(s.loads_from)}"
-            for s in strategies.STRATEGIES
-            if s.loads_from
-        ]
-        found.append(
-            f"strategy: {was!r} in the checkpoint, {now!r} now (a checkpoint loads into "
-            "another strategy only where DCP holds the same whole tensors under the same "
-            f"names: {'; '.join(pairs)})"
-        )
-    before, after = saved.get("world_size"), current["world_size"]
-    if before == after:
-        return found
-    if entry is not None and not entry.reshards:
-        found.append(
-            f"world_size: {before!r} in the checkpoint, {after!r} now ({framework}.strategy="
-            f"{now} runs one process; resume with a strategy that reshards, e.g. ddp)"
-        )
-    if new.get("train.batch_mode") == "per_rank" or old.get("train.batch_mode") == "per_rank":
-        size = new.get("train.batch_size")
-        found.append(
-            f"world_size: {before!r} in the checkpoint, {after!r} now with "
-            f"train.batch_mode=per_rank: the global batch would go from {size} x {before} to "
-            f"{size} x {after}, and the loss of a step would mean another thing; a run that "
-            "changes size keeps its global batch (train.batch_mode=global)"
         )
     return found
 
@@ -264,11 +222,16 @@ def set_aside(run_dir: Path, warn: Callable[[str], None]) -> None:
 
 
 def choose_checkpoint(
-    run_dir: Path, options: RunOptions, current: dict[str, Any], warn: Callable[[str], None]
+    run_dir: Path,
+    options: RunOptions,
+    current: dict[str, Any],
+    warn: Callable[[str], None],
+    restarted: bool = False,
 ) -> dict[str, Any]:
     """What the chief decides for this launch: {"folder": name or None}. Raises RunRefused for
     --resume without a checkpoint or a checkpoint of another run, CheckpointError when there
-    are checkpoints and none is intact."""
+    are checkpoints and none is intact. A launch `restarted` by an elastic launcher may start a
+    folder without a checkpoint over at another world size (torchrun --nnodes MIN:MAX)."""
     if not (options.resume or options.auto_resume):
         return {"folder": None}
     folder = checkpoint_folders.newest_intact(run_dir, warn)
@@ -279,6 +242,8 @@ def choose_checkpoint(
             )
         saved = folder_identity(run_dir, current)
         found = conflicts(saved, current, held_in="the folder") if saved else []
+        if restarted:  # the elastic launcher chose the size; nothing of the old one is kept
+            found = [line for line in found if not line.startswith("world_size:")]
         if found:
             raise RunRefused(
                 f"{run_dir} holds another run than this launch describes (its {CONFIG_FILENAME} "
