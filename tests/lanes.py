@@ -34,6 +34,19 @@ SIDE = {
     "tests/common/test_rendezvous.py": "5 s at 0.01: peers that never come",
     "tests/common/test_loop.py": "2 s at 0.09: signals' waits",
 }
+# The longest of the other files, taken first (longest first), so that none of them starts last
+# and leaves the other worker idle: serial seconds of their tests, from the --durations of a
+# clean-clone make test on [B] at a995f6b.
+LONG = {
+    "tests/tf/test_resnet.py": 130,
+    "tests/torch/test_distributed.py": 70,
+    "tests/faults/test_kubeflow_pods.py": 61,
+    "tests/faults/test_one_run_per_folder.py": 43,
+    "tests/preflight/test_preflight.py": 32,
+    "tests/torch/test_resize.py": 27,
+    "tests/torch/test_precision.py": 25,
+    "tests/torch/test_compile.py": 25,
+}
 SIDE_PREFIX = "side:"  # the unit of a side-lane file
 SLURM = "slurm"  # the SLURM tier but its shaped links: one unit, the machine has one cluster
 LAST = "slurm-shaped"  # run last and alone: step times on shaped links need the cores
@@ -71,10 +84,13 @@ class Lanes(LoadScopeScheduling):
         alone = all(other is node for other in self.nodes)
         if first or alone:
             rank = {SLURM: 0, LAST: 3}
-            units = sorted(self.workqueue, key=lambda u: rank.get(u, 1 + u.startswith(SIDE_PREFIX)))
+            units = sorted(
+                self.workqueue,
+                key=lambda u: (rank.get(u, 1 + u.startswith(SIDE_PREFIX)), -LONG.get(u, 0)),
+            )
         else:
             units = [u for u in self.workqueue if u not in FIRST_ONLY]
-            units.sort(key=lambda unit: not unit.startswith(SIDE_PREFIX))
+            units.sort(key=lambda unit: (not unit.startswith(SIDE_PREFIX), -LONG.get(unit, 0)))
         if not units:
             return None
         return WAIT if units[0] == LAST and not alone else units[0]

@@ -116,7 +116,7 @@ def test_stop_and_resume_equals_an_uninterrupted_run_with_running_statistics(mod
     """The running statistics travel in the checkpoint (DCP buffers; tf.train.Checkpoint
     reaches the on-read variables): the resumed run ends on the same bits, statistics too.
     Stopped inside epoch 2 (10 steps an epoch), on 2 ranks."""
-    run = runner(module, tmp_path)
+    run = runner(module, tmp_path, warm=True)  # its subject is the resume, not the launch
     settings = ["data.train_limit=640", "data.test_limit=200", "train.epochs=2"]
     settings += ["output.save_model=true", "train.log_every_steps=0"]
     if module.startswith("torch"):
