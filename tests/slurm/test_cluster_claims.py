@@ -127,6 +127,8 @@ STOPS = {  # how a session is stopped: its signal, who gets it, and SIGINT as it
 }
 
 
+# four nested test sessions, each with a SLURM job (56 s of make test on [B]): make test-scaling
+@pytest.mark.scaling
 @pytest.mark.parametrize("workers", [[], ["-n", "2", "--lanes"]], ids=["serial", "lanes"])
 @pytest.mark.parametrize("stop", list(STOPS))
 def test_a_session_stopped_mid_job_leaves_nothing_behind(free_machine, stop, workers, tmp_path):
