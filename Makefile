@@ -29,6 +29,11 @@ endif
 
 export MNIST_DIR
 
+# pip compiles the bytecode of every module it installs, on one process (half of setup's minute
+# on [B]); the modules a run imports are compiled on their first import instead, so Python must
+# be let write bytecode where a host forbids it.
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: setup data test test-fast test-common test-torch test-tf test-slurm test-scaling test-gpu demo preflight sizes docs lint clean
 
 setup: $(STAMP)
@@ -37,9 +42,6 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
 	$(PY) -m pip install --quiet --no-compile --constraint $(CONSTRAINTS) --editable ".[$(ALL_EXTRAS)]"
-	@# bytecode on 2 processes, not pip's one: 48 s in place of 60 on [B] (some packages ship
-	@# files that do not compile, as pip's own pass skips them: the status is not an error)
-	$(PY) -m compileall -q -j 2 $$($(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])") > /dev/null || true
 	$(PY) -c "import common, numpy, yaml; print('setup ok: numpy', numpy.__version__)"
 	touch $@
 
