@@ -7,11 +7,15 @@ import signal
 
 import numpy as np
 
-from common.core.config import strategies
+from common.core.config import config_io, strategies
+from common.core.config.cli import RunOptions
 from common.core.config.strategies import ParallelDims
 from common.core.measure import clocks, precision
 from common.core.measure.memory import MemoryUse
+from common.core.train import loop
 from common.launch import environment
+from tests.records import read_metrics
+from tests.schema_check import check_file
 
 
 class NumpyTrainer:
@@ -133,3 +137,23 @@ class NumpyTrainer:
 
     def lost_peer(self, failure):
         return None
+
+
+def driven(tmp_path, name, trainer=None, options=None, *overrides):
+    """(status, exit code, records) of a run of 3 epochs of this trainer through the epoch
+    driver; its metrics also checked against the published JSON Schema."""
+    cfg = config_io.load_config(
+        None,
+        [
+            f"output.dir={tmp_path}",
+            f"output.run_name={name}",
+            "train.epochs=3",
+            "train.log_every_steps=3",
+            "output.save_model=true",
+            "optim.lr=0.05",
+            *overrides,
+        ],
+    )
+    status, code = loop.execute(cfg, options or RunOptions(), trainer or NumpyTrainer())
+    check_file(tmp_path / name / "metrics.jsonl")
+    return status, code, read_metrics(tmp_path / name / "metrics.jsonl")

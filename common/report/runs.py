@@ -26,6 +26,7 @@ from common.core.records.records import (
 )
 from common.core.run.recorder import time_to_target
 from common.core.run.resume import conflicts, identity
+from common.report import launch_history
 
 # What is not compared between runs: how they were launched, recorded or analysed, and the
 # framework sections (torch.*, tf.*), which are not compared across frameworks; they tell rows
@@ -165,50 +166,6 @@ class RecordedRun:
             "batch": f"{batch} per rank" if mode == "per_rank" else f"{batch} global",
         }
 
-    def history(self) -> list[str]:
-        """What each later launch of the run did: where it went on from, at which size and
-        strategy, and why the launch before it ended."""
-        found = launches(self.records)
-        said = []
-        for before, launch in zip(found, found[1:], strict=False):
-            start = launch.start
-            resumed = next((r for r in launch.records if isinstance(r, Resume)), None)
-            ended = next((r for r in before.records if isinstance(r, RunEnd)), None)
-            why = f"after a launch that ended {ended.status}" if ended else "after a lost launch"
-            if resumed is None:
-                said.append(f"started again {why}, from the beginning")
-                continue
-            where = f"step {resumed.step}" if resumed.step else f"epoch {resumed.epoch}"
-            was = resumed.world_size_before
-            size = (
-                f", saved by {was} rank(s)" if was is not None and was != start.world_size else ""
-            )
-            said.append(f"resumed at {where} as {start.strategy} x{start.world_size}{size}, {why}")
-        return said
-
-    def changes(self) -> list[tuple[int, str]]:
-        """(global step, "restart" or "x4->x2") where each later launch went on, for the step
-        plot; launches resumed at an epoch's end are placed at its last step."""
-        found = launches(self.records)
-        last_step = {step.epoch: step.step for step in self.steps}  # of each epoch
-        marks = []
-        for before, launch in zip(found, found[1:], strict=False):
-            resumed = next((r for r in launch.records if isinstance(r, Resume)), None)
-            if resumed is None:
-                continue
-            step = resumed.step or last_step.get(resumed.epoch)
-            if step is None:
-                continue
-            size = (before.start.world_size, launch.start.world_size)
-            text = f"x{size[0]}->x{size[1]}" if size[0] != size[1] else "restart"
-            marks.append((step, text))
-        return marks
-
-    def resized(self) -> str:
-        """ "x4->x2" where a later launch ran at another world size, else ""."""
-        sizes = list(dict.fromkeys(launch.start.world_size for launch in launches(self.records)))
-        return "->".join(f"x{size}" for size in sizes) if len(sizes) > 1 else ""
-
     def row_variant(self) -> str:
         """The framework section's settings that differ from their defaults (not the strategy),
         e.g. "cpu_offload=True", train.steps_per_call when not 1, and the sizes of a run that
@@ -224,7 +181,8 @@ class RecordedRun:
             ]
         per_call = self.start.config.get("train", {}).get("steps_per_call", 1)
         said += [f"steps_per_call={per_call}"] if per_call != 1 else []
-        return ", ".join(said + ([f"resized {self.resized()}"] if self.resized() else []))
+        sizes = launch_history.resized(self.records)
+        return ", ".join(said + ([f"resized {sizes}"] if sizes else []))
 
     def summary(self, target: float | None = None) -> RunSummary:
         """`target_s`: elapsed time when val accuracy first reached `target` (default: the

@@ -3,7 +3,6 @@ regression that fills the same contract as torch_impl's and tf_impl's. Its resum
 preemption, step records and failures are the driver's, so they are tested here once."""
 
 import json
-import signal
 
 import numpy as np
 import pytest
@@ -13,39 +12,11 @@ from common.core.config.cli import RunOptions
 from common.core.measure import clocks
 from common.core.run import stop_signals
 from common.core.train import loop
-from tests.numpy_trainer import NumpyTrainer
-from tests.records import read_metrics
-from tests.schema_check import check_file
-
-
-@pytest.fixture(autouse=True)
-def keep_signal_handlers():
-    """execute() installs the run's handlers; give pytest its own back afterwards."""
-    saved = {
-        s: signal.getsignal(s)
-        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGCHLD)
-    }
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
+from tests.numpy_trainer import NumpyTrainer, driven
 
 
 def run(tmp_path, name, trainer=None, options=None, *overrides):
-    cfg = config_io.load_config(
-        None,
-        [
-            f"output.dir={tmp_path}",
-            f"output.run_name={name}",
-            "train.epochs=3",
-            "train.log_every_steps=3",
-            "output.save_model=true",
-            "optim.lr=0.05",
-            *overrides,
-        ],
-    )
-    status, code = loop.execute(cfg, options or RunOptions(), trainer or NumpyTrainer())
-    check_file(tmp_path / name / "metrics.jsonl")  # the published JSON Schema holds too
-    return status, code, read_metrics(tmp_path / name / "metrics.jsonl")
+    return driven(tmp_path, name, trainer, options, *overrides)
 
 
 def kinds(records):

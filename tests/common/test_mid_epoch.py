@@ -3,47 +3,20 @@ of tests/common/test_loop.py: a stop after a step, a cadence of steps, SIGUSR1 a
 boundary, and a resume inside the epoch equal, bit for bit, to a run that never stopped."""
 
 import json
-import signal
 
 import numpy as np
-import pytest
 
-from common.core.config import config_io
 from common.core.config.cli import RunOptions
 from common.core.run import stop_signals
-from common.core.train import loop
 from common.core.train.epoch import calls
-from tests.numpy_trainer import NumpyTrainer
-from tests.records import read_metrics
-from tests.schema_check import check_file
-
-
-@pytest.fixture(autouse=True)
-def keep_signal_handlers():
-    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
+from tests.numpy_trainer import NumpyTrainer, driven
 
 
 def run(tmp_path, name, trainer=None, options=None, *overrides):
-    """3 epochs of 4 steps of the numpy trainer: global steps 1 to 12."""
-    cfg = config_io.load_config(
-        None,
-        [
-            f"output.dir={tmp_path}",
-            f"output.run_name={name}",
-            "train.epochs=3",
-            "train.log_every_steps=1",
-            "train.keep_checkpoints=0",
-            "output.save_model=true",
-            "optim.lr=0.05",
-            *overrides,
-        ],
-    )
-    status, code = loop.execute(cfg, options or RunOptions(), trainer or NumpyTrainer())
-    check_file(tmp_path / name / "metrics.jsonl")
-    return status, code, read_metrics(tmp_path / name / "metrics.jsonl")
+    """3 epochs of 4 steps of the numpy trainer: global steps 1 to 12, each recorded, every
+    checkpoint kept."""
+    every = ["train.log_every_steps=1", "train.keep_checkpoints=0"]
+    return driven(tmp_path, name, trainer, options, *every, *overrides)
 
 
 def of(records, kind):

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from common.report import launch_history
 from common.report.render.style import (
     Pen,
     caption,
@@ -233,9 +234,10 @@ def plot_steps(runs: list[RecordedRun], path: Path, pen: Pen) -> bool:
     figure, axis = pen.plt.subplots(figsize=(7, 4.5))
     for run in with_steps:
         look = {**run_style(run), "marker": None, "linewidth": 1}
-        label = f"{run.label} ({run.resized()})" if run.resized() else run.label
+        sizes = launch_history.resized(run.records)
+        label = f"{run.label} ({sizes})" if sizes else run.label
         axis.plot([s.step for s in run.steps], [s.loss for s in run.steps], label=label, **look)
-        for step, text in run.changes():  # where a later launch went on from
+        for step, text in launch_history.marks(run.records):  # where a later launch went on from
             axis.axvline(step, color=look.get("color"), linestyle=":", linewidth=1)
             axis.annotate(
                 text,
@@ -247,7 +249,7 @@ def plot_steps(runs: list[RecordedRun], path: Path, pen: Pen) -> bool:
                 fontsize=7,
                 color=look.get("color"),
             )
-    if any(run.changes() for run in with_steps):
+    if any(launch_history.marks(run.records) for run in with_steps):
         legend(axis)
     axis.set_xlabel("optimizer step (global)")
     axis.set_ylabel("training loss (global batch mean)")
