@@ -36,7 +36,7 @@ SIDE = {
 }
 # The longest of the other files, taken first (longest first), so that none of them starts last
 # and leaves the other worker idle: serial seconds of their tests, from the --durations of a
-# clean-clone make test on [B] at a995f6b.
+# clean-clone make test on [B] at af4ec88.
 LONG = {
     "tests/tf/test_resnet.py": 130,
     "tests/torch/test_distributed.py": 70,

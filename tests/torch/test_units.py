@@ -212,7 +212,7 @@ def test_the_optimizer_gets_the_implementation_asked_for(impl, flags):
 
 
 # 2 threads need both cores: beside make test's other lane the probe got one of them (a peak of
-# 234 GFLOP/s against conv2's 342 on [B] at 6629ff6's clean clone): make test-scaling
+# 234 GFLOP/s against conv2's 342 on [B] at 19fcd39's clean clone): make test-scaling
 @pytest.mark.parametrize("threads", [1, pytest.param(2, marks=pytest.mark.scaling)])
 def test_the_gemm_peak_is_not_below_what_the_cnn_s_own_convolution_reaches(threads):
     """MFU's denominator must be the machine's GEMM peak at a rank's threads: on AMD CPUs MKL's
