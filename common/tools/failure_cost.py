@@ -53,9 +53,8 @@ KILLED = re.compile(r"SIGKILL at (\d+\.\d+)")
 POLL_S = 0.005
 
 
-def launch(
-    module: str, nproc: int, settings: list[str], *extra: str, env: dict[str, str] | None = None
-) -> list[str]:
+def launch(module: str, nproc: int, settings: list[str], *extra: str) -> list[str]:
+    """`module` as `nproc` ranks of the local launcher (`extra`: the launcher's options)."""
     launcher = [sys.executable, "-m", "common.launch", "--nproc", str(nproc), *extra, "--"]
     program = [sys.executable, "-m", module, "--quiet", *[f"--set={s}" for s in settings]]
     return launcher + program
