@@ -98,10 +98,28 @@ def config_line(error: ValidationError, sections: Mapping[str, type[BaseModel]])
     return f"{key}: expected {CONFIG_EXPECTED.get(kind, problem['msg'])}, got {value!r}"
 
 
-def record_line(problem: dict[str, Any], kind: type[BaseModel], raw: Any, where: str) -> str:
-    """A record's problem (`first_problem`) as one line: `where` (file, line, record kind), the
-    field, inside its entry where it is one ("memory[1]: field 'rank'"), and what it must be."""
-    loc, value = list(problem["loc"]), problem["input"]
+def record_line(
+    error: ValidationError, kinds: Mapping[str, type[BaseModel]], raw: Any, where: str
+) -> str:
+    """A record's first problem as one line: `where` (file, line), the record's kind, the field,
+    inside its entry where it is one ("memory[1]: field 'rank'"), and what it must be. `error`:
+    pydantic's, from the records' union tagged by `kinds`' names."""
+    problem = first_problem(error)
+    if problem["type"] == "not_a_record":  # the union found no kind to check the object by
+        if not isinstance(raw, dict):
+            return f"{where}: a record is a JSON object, got {type(raw).__name__}"
+        return (
+            f"{where}: field 'record' is {quote(raw.get('record'))}, expected one of "
+            f"{', '.join(kinds)}"
+        )
+    tag, *loc = problem["loc"]
+    return _field_line(problem, list(loc), kinds[str(tag)], raw, f"{where} ({tag})")
+
+
+def _field_line(
+    problem: dict[str, Any], loc: list[Any], kind: type[BaseModel], raw: Any, where: str
+) -> str:
+    value = problem["input"]
     place, owner = where, kind
     if problem["type"] == "not_null":
         loc.append(problem["ctx"]["name"])

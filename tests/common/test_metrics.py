@@ -97,6 +97,7 @@ def test_a_record_glued_onto_a_cut_line_is_read_and_the_cut_part_named(tmp_path)
             r"memory\[1\]: field 'optim_bytes' is missing",
         ),
         (lambda r: r.update(record="epochs"), r"field 'record' is 'epochs', expected one of"),
+        (lambda r: r.pop("record"), r":2: field 'record' is None, expected one of run_start"),
     ],
 )
 def test_schema_errors_name_file_line_and_field(tmp_path, mutate, message):
@@ -108,6 +109,23 @@ def test_schema_errors_name_file_line_and_field(tmp_path, mutate, message):
         read_metrics(path)
     with pytest.raises(metrics.MetricsError):  # a typed record cannot be made of it either
         record_json.from_json(record)
+
+
+def test_a_line_that_is_not_an_object_is_named_as_such():
+    message = r"^line 3: a record is a JSON object, got list$"
+    with pytest.raises(metrics.MetricsError, match=message):
+        record_json.from_json([1, 2], "line 3")
+
+
+def test_a_record_written_and_read_back_is_the_same_record():
+    """The union's round trip: a field added after version 1 and unknown is left out of the
+    file, and read back as unknown."""
+    epoch = record_json.from_json(epoch_record(1, 0.5, 1.0))
+    written = record_json.to_json(epoch)
+    assert written["record"] == "epoch" and list(written)[0] == "record"
+    assert "peak_flops" not in written and epoch.peak_flops is None
+    assert written["step_split"] is None  # null is one of its values: written
+    assert record_json.from_json(json.loads(json.dumps(written))) == epoch
 
 
 def test_wrong_schema_version_and_missing_file(tmp_path):

@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    model_serializer,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError, PydanticUndefined
 
 DIVERGED = "; NaN or Infinity if it diverged"
@@ -81,3 +89,18 @@ class Fields(BaseModel):
             if info.context == READING and value is None and said.added and not said.nullable:
                 raise PydanticCustomError("not_null", "{name} is not null", {"name": name})
         return raw
+
+    @model_serializer(mode="wrap")
+    def _known(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The fields as JSON values, less each field added after version 1 whose value is
+        unknown (None where null is not one of its values), as in a file written before it."""
+        return {
+            name: value
+            for name, value in handler(self).items()
+            if value is not None or not _unknown_is_left_out(type(self), name)
+        }
+
+
+def _unknown_is_left_out(kind: type[BaseModel], name: str) -> bool:
+    said = meaning(kind, name)
+    return said.added and not said.nullable

@@ -1,17 +1,24 @@
-"""Records as JSON objects and back: the one serializer (`to_json`) and the reader (`from_json`),
-which lets pydantic check every field against its record class and says what is wrong in one
-line naming file, line and field. `common.core.records.metrics` reads and writes them in files."""
+"""Records as JSON objects and back: `to_json` dumps a record's model, `from_json` reads one
+through the records' discriminated union (its "record" key picks the class, pydantic checks every
+field) and says what is wrong in one line naming file, line and field.
+`common.core.records.metrics` reads and writes them in files."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from common.checks import error_lines
-from common.checks.error_lines import quote
-from common.core.records.fields import READING, meaning
-from common.core.records.records import CONFIG_SECTIONS, KINDS, SCHEMA_VERSION, Record
+from common.core.records.fields import READING
+from common.core.records.records import (
+    CONFIG_SECTIONS,
+    KINDS,
+    RECORD,
+    SCHEMA_VERSION,
+    Record,
+    RunStart,
+)
 
 
 class MetricsError(ValueError):
@@ -19,47 +26,18 @@ class MetricsError(ValueError):
 
 
 def to_json(record: Record) -> dict[str, Any]:
-    """The record as the JSON object a metrics file holds: its kind first, then its fields. A
-    field added after version 1 whose value is unknown (None, where null is not one of its
-    values) is left out, as in a file written before it existed."""
-    return {"record": record.KIND, **_fields(record)}
-
-
-def _fields(instance: BaseModel) -> dict[str, Any]:
-    out = {}
-    for name in type(instance).model_fields:
-        value = getattr(instance, name)
-        said = meaning(type(instance), name)
-        if value is None and said.added and not said.nullable:
-            continue
-        if isinstance(value, list) and value and isinstance(value[0], BaseModel):
-            value = [_fields(item) for item in value]
-        elif isinstance(value, BaseModel):
-            value = _fields(value)
-        out[name] = value
-    return out
+    """The record as the JSON object a metrics file holds: its kind first, then its fields
+    (`Fields`' serializer leaves out a field added after version 1 whose value is unknown)."""
+    return {"record": record.KIND, **record.model_dump()}
 
 
 def from_json(raw: Any, where: str = "record") -> Record:
     """The typed record of a JSON object; MetricsError naming `where` and the field otherwise."""
-    if not isinstance(raw, dict):
-        raise MetricsError(f"{where}: a record is a JSON object, got {type(raw).__name__}")
-    name = raw.get("record")
-    if name not in KINDS:
-        raise MetricsError(
-            f"{where}: field 'record' is {quote(name)}, expected one of {', '.join(KINDS)}"
-        )
-    kind = KINDS[name]
     try:
-        record: Record = kind.model_validate(
-            {k: v for k, v in raw.items() if k != "record"}, context=READING
-        )
+        record: Record = RECORD.validate_python(raw, context=READING)
     except ValidationError as error:
-        problem = error_lines.first_problem(error)
-        raise MetricsError(
-            error_lines.record_line(problem, kind, raw, f"{where} ({name})")
-        ) from None
-    if name == "run_start":
+        raise MetricsError(error_lines.record_line(error, KINDS, raw, where)) from None
+    if isinstance(record, RunStart):
         _check_start(raw, where)
     return record
 
