@@ -18,8 +18,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from common.core.whole_files import whole
 from common.launch import exchanges
-from common.storage.whole_files import whole
 from tf_impl.dist import DistInfo, all_reduce_sum, barrier
 from tf_impl.model import get_weights
 

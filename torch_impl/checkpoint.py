@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from common.storage.whole_files import whole
+from common.core.whole_files import whole
 from torch_impl.dist import DistInfo, barrier
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from common.core import whole_files
 from common.projection.summary import Report
 from common.report.render.style import pyplot, style
-from common.storage import whole_files
 
 
 def plot(found: Report, out: Path) -> Path | None:

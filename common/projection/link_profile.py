@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from common.checks import error_lines
-from common.storage import whole_files
+from common.core import whole_files
 
 PROFILE_VERSION = 1
 # 8 B to 64 MiB, a factor 8 apart: latency-bound at the bottom, bandwidth-bound at the top.

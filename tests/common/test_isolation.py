@@ -1,7 +1,7 @@
 """common/ is the framework-free spine, in subpackages by job whose imports only go down:
 tools (bench, sizes, preflight) over projection (a run priced at other worker counts) over
 report (what compare shows) over core (what a run is made of) over models (what is trained)
-over data (what it trains on), launch (how ranks meet) and storage (files written whole), over
+over data (what it trains on) and launch (how ranks meet), over
 checks (what a value may be: the config sections' base, their rules and error lines)."""
 
 import ast
@@ -16,7 +16,6 @@ COMMON = Path(common.__file__).parent
 # Each subpackage may import only from those of a lower layer (and from itself).
 LAYERS = {
     "checks": 0,
-    "storage": 1,
     "launch": 1,
     "data": 1,
     "models": 2,
@@ -66,17 +65,32 @@ def test_imports_only_go_down():
 
 # common.core's own subpackages, by job, whose imports only go down as well.
 CORE_LAYERS = {"config": 0, "records": 1, "measure": 2, "run": 3, "train": 4}
+# Modules whose layer is not their package's: files written whole (they import nothing of the
+# suite), and the trainer's contract, which lives with the trainer but is made of config,
+# measure and records types only, so that run/ can hand a trainer around.
+CORE_MODULE_LAYERS = {"whole_files": -1, "train.contract": 2.5}
+
+
+def _core_layer(name: str) -> float:
+    """The layer of `common.core.<name>` ("run.resume", "train.contract", "whole_files")."""
+    for module, layer in CORE_MODULE_LAYERS.items():
+        if name == module or name.startswith(module + "."):
+            return layer
+    return CORE_LAYERS[name.split(".")[0]]
 
 
 def test_common_core_is_grouped_by_job_and_its_imports_go_down():
     core = COMMON / "core"
-    assert {path.name for path in core.iterdir() if path.suffix == ".py"} == {"__init__.py"}
+    top = {path.stem for path in core.iterdir() if path.suffix == ".py"}
+    assert top == {"__init__"} | {name for name in CORE_MODULE_LAYERS if "." not in name}
     assert {p.name for p in core.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(
         CORE_LAYERS
     )
     upward = []
     for path in core.rglob("*.py"):
-        package = path.relative_to(core).parts[0]
+        module = ".".join(path.relative_to(core).with_suffix("").parts)
+        if module == "__init__":
+            continue
         for node in ast.walk(ast.parse(path.read_text())):
             names = []
             if isinstance(node, ast.ImportFrom) and node.module:
@@ -85,9 +99,11 @@ def test_common_core_is_grouped_by_job_and_its_imports_go_down():
                 names = [alias.name for alias in node.names]
             for name in names:
                 parts = name.split(".")
-                if parts[:2] != ["common", "core"] or len(parts) < 3 or parts[2] == package:
+                if parts[:2] != ["common", "core"] or len(parts) < 3:
                     continue
-                if CORE_LAYERS.get(parts[2], -1) >= CORE_LAYERS[package]:
+                imported, here = _core_layer(".".join(parts[2:])), _core_layer(module)
+                level = parts[2] == module.split(".")[0] and imported == here
+                if not (imported < here or level):
                     upward.append(f"{path.relative_to(COMMON.parent)} imports {name}")
     assert not upward, "\n".join(sorted(set(upward)))
 

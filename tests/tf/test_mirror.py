@@ -1,5 +1,5 @@
 """torch_impl and tf_impl are mirror images: the same public names and parameters in dist,
-memory, checkpoint and gemm (that both fill `common.core.run.contract` is mypy's to check, in make
+memory, checkpoint and gemm (that both fill `common.core.train.contract` is mypy's to check, in make
 lint), and the same batches from both sides' data."""
 
 import inspect

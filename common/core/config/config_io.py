@@ -18,8 +18,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from common.checks import error_lines
+from common.core import whole_files
 from common.core.config.config import Config
-from common.storage import whole_files
 
 CONFIG_FILENAME = "config.yaml"
 

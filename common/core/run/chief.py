@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from common.core.run import checkpoint_folders, resume
-from common.core.run.contract import Trainer
+from common.core.train.contract import Trainer
 from common.launch import exchanges
 
 # How long a rank that only heard of the chief's error waits before it leaves with it. A launcher

@@ -34,8 +34,8 @@ from common.core.run import (
     run_names,
 )
 from common.core.run.chief import exchange, on_chief
-from common.core.run.contract import Trainer
 from common.core.run.position import Position
+from common.core.train.contract import Trainer
 from common.launch import exchanges
 
 # Bytes set aside beside the metrics file for run_end, freed just before it is written: a run

@@ -21,7 +21,7 @@ from common.core.measure.replicas import ReplicaState
 from common.core.records import provenance
 from common.core.records.entries import StepSplit, TrafficEntry
 from common.core.records.records import SCHEMA_VERSION, Epoch, MemoryEntry, RunEnd, RunStart, Status
-from common.core.run.contract import Trainer
+from common.core.train.contract import Trainer
 from common.models import weights
 
 

@@ -16,13 +16,13 @@ from typing import Any
 
 import yaml
 
+from common.core import whole_files
 from common.core.config.cli import RunOptions
 from common.core.config.config import HOW_NOT_WHAT, is_listed
 from common.core.config.config_io import CONFIG_FILENAME, flatten
 from common.core.records.records import METRICS_FILENAME
 from common.core.run import checkpoint_folders, liveness, resize
 from common.launch.cluster import ClusterSpec, unique_stamp
-from common.storage import whole_files
 
 # Written into a run folder when it is created: which launch made it. A SLURM job may only go
 # on with a folder its own earlier start made (`is_own_folder`).

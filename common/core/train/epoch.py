@@ -16,8 +16,8 @@ from common.core.config.config import Config
 from common.core.measure.traffic import Call
 from common.core.records.records import Step
 from common.core.run import recorder
-from common.core.run.contract import Trainer
 from common.core.run.lifecycle import Run
+from common.core.train.contract import Trainer
 from common.core.train.mid_epoch import MidEpoch
 from common.core.train.optim import learning_rate
 from common.core.train.progress import Progress

@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, SupportsFloat, cast
 
-from common.core.run.contract import Trainer
+from common.core.train.contract import Trainer
 from common.launch.cluster import ClusterSpec
 
 KILL_VARIABLE = "SUITE_KILL_AT"

@@ -26,7 +26,6 @@ from common.core.records.entries import StepSplit, TrafficEntry
 from common.core.records.records import Status
 from common.core.run import recorder
 from common.core.run.chief import exchange
-from common.core.run.contract import Trainer
 from common.core.run.lifecycle import Run
 from common.core.run.resume import RunRefused
 from common.core.run.stop_signals import (
@@ -39,6 +38,7 @@ from common.core.run.stop_signals import (
     Stops,
 )
 from common.core.run.stuck_collective import LastWords
+from common.core.train.contract import Trainer
 from common.core.train.epoch import train_epoch
 from common.core.train.mid_epoch import MidEpoch
 from common.core.train.progress import Progress

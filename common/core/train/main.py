@@ -17,8 +17,8 @@ from common.core.config import cli, devices
 from common.core.config.config import Config
 from common.core.config.config_io import config_from_args
 from common.core.run import live_tensorboard
-from common.core.run.contract import Trainer
 from common.core.train import killed_rank, loop
+from common.core.train.contract import Trainer
 from common.data import mnist
 from common.launch import environment
 from common.launch.cluster import ClusterSpec

@@ -16,9 +16,9 @@ import numpy as np
 
 from common.core.config.cli import RunOptions
 from common.core.config.config import Config
-from common.core.run.contract import Trainer
 from common.core.run.lifecycle import Run
 from common.core.run.stop_signals import Aborted, Preempted, Stops
+from common.core.train.contract import Trainer
 
 
 class MidEpoch:

@@ -1,4 +1,4 @@
-"""`TrainerBase`: the half of the `Trainer` contract (`common.core.run.contract`) that both
+"""`TrainerBase`: the half of the `Trainer` contract (`common.core.train.contract`) that both
 frameworks fill the same way, by calling their `dist`, `memory`, `checkpoint` and `gemm`
 modules; each side's `train.py` adds only what its framework alone knows: building the model,
 one step, evaluation, and what its errors mean.
@@ -20,7 +20,7 @@ from common.core.measure.clocks import HostStepClock, StepClock
 from common.core.measure.memory import MemoryUse
 from common.core.records.entries import StepSplit
 from common.core.run import failures
-from common.core.run.contract import Checkpoints, DataSource, Dist, Gemm, Memory
+from common.core.train.contract import Checkpoints, DataSource, Dist, Gemm, Memory
 from common.models import weights
 
 

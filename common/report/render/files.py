@@ -7,10 +7,10 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from common.core import whole_files
 from common.report.render import pages, plots, size_plot, style, tables
 from common.report.rows import RunGroup
 from common.report.size_table import SizeRow
-from common.storage import whole_files
 
 
 def write_report(

@@ -13,10 +13,10 @@ from typing import Any
 
 import jinja2
 
+from common.core import whole_files
 from common.report import verdict
 from common.report.render.tables import footnotes, markdown_table, table_lines
 from common.report.rows import RunGroup
-from common.storage import whole_files
 
 # The HTML page's template (render/templates/), escaped as HTML wherever it inserts text.
 TEMPLATES = jinja2.Environment(

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from common.core import whole_files
 from common.report import launch_history
 from common.report.render.style import (
     Pen,
@@ -23,7 +24,6 @@ from common.report.render.style import (
 )
 from common.report.rows import Row
 from common.report.runs import RecordedRun
-from common.storage import whole_files
 
 
 def _series(rows: list[Row], key: str) -> dict[str, tuple[list[int], list[float]]]:

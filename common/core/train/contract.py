@@ -3,8 +3,7 @@ a framework's trainer hands the driver (`Trainer`), and what the modules each fr
 once per side provide (`Dist`, `Memory`, `Checkpoints`, `Gemm`: torch_impl's and tf_impl's
 `dist`, `memory`, `checkpoint` and `gemm` modules, checked against these by mypy in make lint),
 and its data (`DataSource`). `common.core.train.trainer.TrainerBase` fills the trainer's half that
-is
-the same on both sides by calling the modules.
+is the same on both sides by calling the modules.
 
 Framework objects (a device, a model, an optimizer, a framework's DistInfo) are `Any` here:
 common/ imports neither framework.
