@@ -12,7 +12,7 @@ from common.core.config.cli import RunOptions
 from common.core.config.strategies import ParallelDims
 from common.core.measure import clocks, precision
 from common.core.measure.memory import MemoryUse
-from common.core.train import loop
+from common.core.train import loop, mid_epoch
 from common.launch import environment
 from tests.records import read_metrics
 from tests.schema_check import check_file
@@ -55,6 +55,9 @@ class NumpyTrainer:
 
     def all_reduce_sum(self, values):
         return np.array(values, dtype=np.float64)  # one rank: the sum is the value
+
+    def stop_agreement(self, requested):
+        return mid_epoch.Vote(self.all_reduce_sum, requested)
 
     def barrier(self):
         pass

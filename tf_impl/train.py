@@ -36,7 +36,7 @@ from common.core.train import main as main_body
 from common.core.train.trainer import TrainerBase
 from common.launch.cluster import ClusterSpec
 from common.launch.rendezvous import RendezvousError
-from tf_impl import checkpoint, dist, faults, gemm, memory, traffic
+from tf_impl import checkpoint, dist, faults, gemm, memory, preemption, traffic
 from tf_impl.data import TfData, build_dataset
 from tf_impl.model import build_model
 from tf_impl.optim import build_optimizer
@@ -198,6 +198,13 @@ class TfTrainer(TrainerBase):
     def load_checkpoint(self, folder) -> None:
         super().load_checkpoint(folder)
         self.applied_before = int(self.optimizer.iterations.numpy())  # of earlier launches
+
+    def stop_agreement(self, requested: Callable[[], bool]):
+        """Through TensorFlow's PreemptionCheckpointHandler where it acts (several workers, not
+        a Google Cloud CPU VM); the suite's vote otherwise (`tf_impl.preemption`)."""
+        if self.info.distributed and preemption.supported():
+            return preemption.HandlerAgreement(self.info, requested)
+        return super().stop_agreement(requested)
 
     def lost_peer(self, failure: BaseException) -> str | None:
         if not isinstance(failure, PEER_ERRORS):

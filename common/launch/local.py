@@ -11,8 +11,9 @@ with --max-restarts K, starts every rank again up to K times.
 
 Signals to the launcher: SIGINT, SIGTERM and SIGHUP (a closed terminal) stop every rank, which
 write run_end (aborted) naming the signal; SIGUSR1 (a scheduler's warning before the time
-limit) is passed on to the ranks, which checkpoint at the end of the epoch and leave with exit
-75, and so does the launcher, saying at which epoch and how to resume.
+limit) is passed on to the ranks, which checkpoint at the next step boundary (with a step
+cadence) or the epoch's end and leave with exit 75, and so does the launcher, saying at which
+step or epoch and how to resume.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -76,9 +78,10 @@ def rank_environments(nproc: int, base_env: dict[str, str]) -> list[dict[str, st
 
 def _pass_on_preemption(processes: list[subprocess.Popen[bytes]]) -> None:
     """SIGUSR1 to the launcher (a scheduler's warning before the time limit) goes to every
-    rank's main process, as slurm/run_slurm.sh passes it on: they checkpoint at the end of the
-    epoch and leave with PREEMPTED_EXIT."""
-    print("[launch] SIGUSR1: asking the ranks to checkpoint at the end of the epoch", flush=True)
+    rank's main process, as slurm/run_slurm.sh passes it on: they checkpoint at the next step
+    boundary (with train.checkpoint_every_steps) or the epoch's end, and leave with
+    PREEMPTED_EXIT."""
+    print("[launch] SIGUSR1: asking the ranks to checkpoint and stop", flush=True)
     for process in processes:
         if process.poll() is None:
             process.send_signal(signal.SIGUSR1)
@@ -86,8 +89,16 @@ def _pass_on_preemption(processes: list[subprocess.Popen[bytes]]) -> None:
 
 def _preempted(note: Path) -> str:
     """The launcher's last line for a preempted run: where it checkpointed, from its run_end."""
-    epoch = (last_run_end(note) or {}).get("epochs_completed")
-    where = f"checkpointed at epoch {epoch}" if isinstance(epoch, int) else "checkpointed"
+    end = last_run_end(note) or {}
+    epoch, step = (
+        end.get("epochs_completed"),
+        re.search(r"checkpointed step (\d+)", str(end.get("error"))),
+    )
+    where = "checkpointed"
+    if step:  # inside an epoch
+        where = f"checkpointed at step {step[1]}"
+    elif isinstance(epoch, int):
+        where = f"checkpointed at epoch {epoch}"
     return f"preempted: {where}, resume with --resume (exit {PREEMPTED_EXIT})"
 
 

@@ -1,6 +1,7 @@
 """How a run is stopped on purpose, and what each way means for its end: SIGTERM or SIGINT (a
 launcher stopping its ranks, scancel, Ctrl-C) abort at once; SIGUSR1 (SLURM's warning before
-the time limit) asks every rank to checkpoint at the end of the epoch and leave to be requeued;
+the time limit) asks every rank to checkpoint at the next step boundary (with a step cadence,
+`common.core.train.mid_epoch`) or the epoch's end, and leave to be requeued;
 the launcher names the rank that failed when it stops the others.
 """
 

@@ -85,6 +85,19 @@ class DataSource(Protocol):
     def train_batches(self, epoch: int, start: int = 0) -> Iterable[Any]: ...
 
 
+class StopAgreement(Protocol):
+    """How the ranks agree, at a step boundary inside an epoch, that a stop (SIGUSR1) reached
+    one of them: the suite's vote (`common.core.train.mid_epoch.Vote`) or the framework's own
+    mechanism (TensorFlow's `tf_impl.preemption`)."""
+
+    how: str
+    """What agreed, as the preempted run's run_end names it."""
+
+    def at_boundary(self, checkpoint: Callable[[], None]) -> bool:
+        """Collective, after every call into the framework: True when the ranks stop here,
+        having run `checkpoint()` (this boundary's checkpoint) first."""
+
+
 class Trainer(Protocol):
     """What one framework hands the driver. Every method marked collective is called by every
     rank, in the same order."""
@@ -198,6 +211,11 @@ class Trainer(Protocol):
 
     def traffic_units(self) -> list[Unit]:
         """The groups of parameters the wrapper gathers and reduces together."""
+        ...
+
+    def stop_agreement(self, requested: Callable[[], bool]) -> StopAgreement:
+        """How this launch's ranks agree on a stop inside an epoch; `requested()`: whether a
+        stop reached this rank. Made once per launch, when a step cadence is set."""
         ...
 
     def lost_peer(self, failure: BaseException) -> str | None:

@@ -5,6 +5,11 @@ The epoch's end keeps its own rules (`common.core.train.loop`): what falls on an
 step is decided there, after the evaluation. Without a step cadence the ranks vote on SIGUSR1
 only at epoch ends, as before: the vote is an all-reduce, and a run that never checkpoints
 inside an epoch has nothing to save there.
+
+With a step cadence, how the ranks agree on a SIGUSR1 at every boundary is the trainer's
+(`Trainer.stop_agreement`): torch votes after every call (`Vote`, one 8-byte all-reduce);
+TensorFlow's workers agree through the coordination service (`tf_impl.preemption`), which
+costs a step nothing (docs/runs.md has the measurement).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ class MidEpoch:
         self.every = cfg.train.checkpoint_every_steps
         self.trainer, self.run, self.options, self.stops = trainer, run, options, stops
         self.elapsed_s = elapsed_s
+        self.agreement = trainer.stop_agreement(lambda: stops.requested) if self.every else None
 
     def cuts(self, epoch: int) -> list[int]:
         """The steps done inside epoch `epoch` (0-based) after which a call into the framework
@@ -52,20 +58,40 @@ class MidEpoch:
         where a rule says so (collective). Seconds spent here (outside the train clock)."""
         start = time.perf_counter()
         global_step = epoch * self.trainer.steps_per_epoch + done
-        voted = self.every > 0 and self._stop_requested()
-        stopping = self.options.stop_after_step == global_step
-        if voted or stopping or (self.every and global_step % self.every == 0):
+        saved = []
+
+        def checkpoint() -> None:
             self.trainer.synchronize()
             self.run.checkpoint(epoch, done, elapsed_s=self.elapsed_s(), loss_sum=loss_sum())
-        if voted:
+            saved.append(global_step)
+
+        agreed = self.agreement is not None and self.agreement.at_boundary(checkpoint)
+        stopping = self.options.stop_after_step == global_step
+        if not saved and (stopping or (self.every and global_step % self.every == 0)):
+            checkpoint()
+        if agreed and self.agreement is not None:
             raise Preempted(
-                f"preempted (SIGUSR1): checkpointed step {global_step} (epoch {epoch + 1}); resume"
+                f"preempted (SIGUSR1): checkpointed step {global_step} (epoch {epoch + 1}); "
+                f"resume (agreed through {self.agreement.how})"
             )
         if stopping:
             raise Aborted(f"stopped after step {global_step} (--stop-after-step); --resume")
         return time.perf_counter() - start
 
-    def _stop_requested(self) -> bool:
-        """Collective: whether SIGUSR1 reached any rank."""
-        requested = np.array([float(self.stops.requested)])
-        return bool(self.trainer.all_reduce_sum(requested)[0] > 0)
+
+class Vote:
+    """The suite's stop agreement: after every call the ranks sum whether a stop reached each
+    (one float64), and all checkpoint and stop at the boundary where the sum is not 0."""
+
+    how = "the suite's vote"
+
+    def __init__(
+        self, all_reduce_sum: Callable[[np.ndarray], np.ndarray], requested: Callable[[], bool]
+    ) -> None:
+        self.all_reduce_sum, self.requested = all_reduce_sum, requested
+
+    def at_boundary(self, checkpoint: Callable[[], None]) -> bool:
+        if self.all_reduce_sum(np.array([float(self.requested())]))[0] > 0:
+            checkpoint()
+            return True
+        return False

@@ -20,7 +20,15 @@ from common.core.measure.clocks import HostStepClock, StepClock
 from common.core.measure.memory import MemoryUse
 from common.core.records.entries import StepSplit
 from common.core.run import failures
-from common.core.train.contract import Checkpoints, DataSource, Dist, Gemm, Memory
+from common.core.train.contract import (
+    Checkpoints,
+    DataSource,
+    Dist,
+    Gemm,
+    Memory,
+    StopAgreement,
+)
+from common.core.train.mid_epoch import Vote
 from common.models import weights
 
 
@@ -149,6 +157,9 @@ class TrainerBase:
         sharding side names its units)."""
         shapes = weights.parameter_shapes(self.cfg.net())
         return [Unit(tuple(shape for held in shapes.values() for shape in held), root=True)]
+
+    def stop_agreement(self, requested: Callable[[], bool]) -> StopAgreement:
+        return Vote(self.all_reduce_sum, requested)
 
     def lost_peer(self, failure: BaseException) -> str | None:
         """What `failure` says of a lost peer, when it is the framework's sign of one (a
