@@ -7,6 +7,8 @@ runs here: the pods' environments are tested in tests/faults/test_kubeflow_pods.
 
 import copy
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -112,18 +114,73 @@ def test_every_image_parses_and_the_training_image_is_set_in_one_place():
         assert IMAGE.fullmatch(f"{entry['newName']}:{entry['newTag']}"), entry
 
 
-def test_a_fixed_group_is_never_restarted_and_every_job_has_a_deadline():
+RESTARTS = 3  # what every job allows
+
+
+def commands(document: dict) -> list[list[str]]:
+    return [[str(part) for part in node["command"]] for node in walk(document) if "command" in node]
+
+
+def test_a_group_restarts_whole_and_only_from_its_checkpoints():
+    """A lost pod restarts the group at most RESTARTS times, each attempt going on from the run
+    volume's newest checkpoint: a JobSet's Job fails at its first failed pod (Never, 0) and the
+    JobSet restarts every Job, except for a refusal (exit 2); a TFJob restarts its pods."""
     for path in MANIFESTS:
         for document in documents(path):
-            text = yaml.safe_dump(document)
-            if document["kind"] in JOBS or document["kind"] == "TrainingRuntime":
-                for node in walk(document):
-                    if "restartPolicy" in node:
-                        assert node["restartPolicy"] == "Never", (path.name, node)
-                    if "backoffLimit" in node:
-                        assert node["backoffLimit"] == 0, (path.name, node)
+            kind, name = document["kind"], path.name
+            if kind not in JOBS and kind != "TrainingRuntime":
+                continue
+            for command in commands(document):
+                assert "--auto-resume" in command, (name, command)
+                settings = " ".join(command)
+                assert "output.run_name=" in settings, (name, "a restart must find its folder")
+                assert "train.checkpoint_every_steps=" in settings, (name, "nothing to go on from")
+            if kind == "TFJob":
+                assert document["spec"]["runPolicy"]["backoffLimit"] == RESTARTS
+                for replica in document["spec"]["tfReplicaSpecs"].values():
+                    assert replica["restartPolicy"] == "OnFailure", (name, replica)
+                continue
+            if kind == "TrainJob":
+                continue  # its runtime holds the JobSet's template
+            jobset = document["spec"] if kind == "JobSet" else document["spec"]["template"]["spec"]
+            policy = jobset["failurePolicy"]
+            assert policy["maxRestarts"] == RESTARTS, name
+            assert {"action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]} in policy[
+                "rules"
+            ], name
+            for job in jobset["replicatedJobs"]:
+                spec = job["template"]["spec"]
+                assert spec["backoffLimit"] == 0 and spec["template"]["spec"]["restartPolicy"] == (
+                    "Never"
+                ), name
+                (rule,) = spec["podFailurePolicy"]["rules"]
+                assert rule["action"] == "FailJob" and rule["onExitCodes"]["values"] == [2], name
+
+
+def test_every_job_has_a_deadline():
+    for path in MANIFESTS:
+        for document in documents(path):
             if document["kind"] in JOBS:
-                assert "activeDeadlineSeconds" in text, f"{path.name}: no deadline"
+                assert "activeDeadlineSeconds" in yaml.safe_dump(document), f"{path.name}"
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (its kustomize) not here")
+def test_kustomize_renders_each_runtime_before_its_job_with_the_image_set():
+    """`kubectl apply -k k8s` applies in this order: a TrainJob whose runtime does not exist
+    yet is refused by Trainer's webhook, so the runtime must come first (sortOptions fifo)."""
+    rendered = subprocess.run(
+        ["kubectl", "kustomize", str(REPO / "k8s")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    objects = [doc for doc in yaml.safe_load_all(rendered) if doc]
+    kinds = [doc["kind"] for doc in objects]
+    assert kinds.index("TrainingRuntime") < kinds.index("TrainJob"), kinds
+    (entry,) = yaml.safe_load(KUSTOMIZATION.read_text())["images"]
+    images = {node["image"] for doc in objects for node in walk(doc) if "image" in node}
+    assert images == {f"{entry['newName']}:{entry['newTag']}"}, images
 
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda path: path.name)
