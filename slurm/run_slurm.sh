@@ -23,8 +23,11 @@
 # profile: SUITE_PROFILE=<name> sources slurm/profiles/<name>.env (see example.env).
 # Results: $SUITE_RESULTS (default results/)/<job name>-<job id>/ with metrics.jsonl.
 # Preemption: SIGUSR1 arrives 180 s before the time limit (or from `scancel --signal=USR1`);
-# the ranks finish their epoch, checkpoint and exit 75, and the job requeues itself; when
-# SLURM starts it again it goes on from that checkpoint (--auto-resume).
+# the ranks checkpoint at the next step boundary (with train.checkpoint_every_steps) or the
+# epoch's end, exit 75, and the job requeues itself; when SLURM starts it again it goes on from
+# that checkpoint (--auto-resume).
+# A lost rank: SUITE_MAX_RESTARTS=K starts the failed step again, up to K times, in the same
+# allocation, from the newest checkpoint (below).
 #
 #SBATCH --job-name=dual-mnist
 #SBATCH --output=slurm-%x-%j.out
@@ -60,6 +63,11 @@ if [[ ! -f slurm/run_slurm.sh || ! -d common ]]; then
   die "$root is not the suite's folder (the job was submitted from elsewhere): submit from the suite's folder, or set SUITE_ROOT=/path/to/the/suite (sbatch --export=ALL,SUITE_ROOT=...)"
 fi
 [[ $framework == preflight || -f $config ]] || die "config '$config' not found in $root"
+# SUITE_MAX_RESTARTS=K: a step that fails (a rank lost, not a refusal or a preemption) is started
+# again in the same allocation, up to K times, and goes on from the newest checkpoint
+# (--auto-resume); the torchrun variant gives K to torchrun's own --max-restarts instead.
+max_restarts=${SUITE_MAX_RESTARTS:-0}
+[[ $max_restarts =~ ^[0-9]+$ ]] || die "SUITE_MAX_RESTARTS must be a whole number of restarts (0, 1, ...), got '$max_restarts'"
 
 if [[ -n ${SUITE_PROFILE:-} ]]; then
   profile=$SUITE_PROFILE
@@ -100,38 +108,55 @@ fi
 
 # The chief writes its run folder here; when it dies before its run_end, this script (or a
 # surviving rank, or the torchrun agent) writes one (python -m common.core.run.run_end).
-export SUITE_RUN_DIR_NOTE=$results/.run-dir-${SLURM_JOB_ID}-${SLURM_RESTART_COUNT:-0}
+note_base=$results/.run-dir-${SLURM_JOB_ID}-${SLURM_RESTART_COUNT:-0}
+endpoint=
 if [[ $framework == torchrun ]]; then
   endpoint=$("${python[@]}" -m common.launch.environment rendezvous-endpoint) || exit 2
-  nproc=${SUITE_NPROC_PER_NODE:-${SLURM_GPUS_ON_NODE:-1}}
-  srun --ntasks-per-node=1 --kill-on-bad-exit=1 \
-    "${python[@]}" -m torch_impl.agent --nnodes="$SLURM_JOB_NUM_NODES" --nproc-per-node="$nproc" \
-    --rdzv-backend=c10d --rdzv-endpoint="$endpoint" --rdzv-id="$SLURM_JOB_ID" \
-    -m "$module" "${args[@]}" &
-else
-  srun --kill-on-bad-exit=1 bash slurm/task.sh "${python[@]}" -m "$module" "${args[@]}" &
 fi
-step=$!
+
+start_step() {
+  if [[ $framework == torchrun ]]; then
+    local nproc=${SUITE_NPROC_PER_NODE:-${SLURM_GPUS_ON_NODE:-1}}
+    srun --ntasks-per-node=1 --kill-on-bad-exit=1 \
+      "${python[@]}" -m torch_impl.agent --nnodes="$SLURM_JOB_NUM_NODES" --nproc-per-node="$nproc" \
+      --rdzv-backend=c10d --rdzv-endpoint="$endpoint" --rdzv-id="$SLURM_JOB_ID" \
+      --max-restarts="$max_restarts" -m "$module" "${args[@]}" &
+  else  # as torchrun tells its ranks: which attempt this is, of how many restarts
+    TORCHELASTIC_RESTART_COUNT=$attempt TORCHELASTIC_MAX_RESTARTS=$max_restarts \
+      srun --kill-on-bad-exit=1 bash slurm/task.sh "${python[@]}" -m "$module" "${args[@]}" &
+  fi
+  step=$!
+}
 
 # SLURM's warning before the time limit reaches this shell; pass it to the step's tasks: the
 # ranks, or the torchrun agents (torch_impl.agent), which pass it on to their ranks.
 on_warning() {
-  echo "[$(date -u +%FT%TZ)] SIGUSR1: asking the ranks to checkpoint at the end of the epoch"
+  echo "[$(date -u +%FT%TZ)] SIGUSR1: asking the ranks to checkpoint and stop"
   scancel --signal=USR1 "$SLURM_JOB_ID"
 }
 trap on_warning USR1
 
+attempt=0
 while true; do
-  wait "$step"
-  status=$?
-  kill -0 "$step" 2>/dev/null || break  # wait returned for a trapped signal: keep waiting
+  export SUITE_RUN_DIR_NOTE=$note_base-$attempt
+  start_step
+  while true; do
+    wait "$step"
+    status=$?
+    kill -0 "$step" 2>/dev/null || break  # wait returned for a trapped signal: keep waiting
+  done
+  if [[ $status -ne 0 && $status -ne $PREEMPTED_EXIT ]]; then
+    "${python[@]}" -m common.core.run.run_end --note "$SUITE_RUN_DIR_NOTE" \
+      --error "the srun step ended with status $status and no rank wrote the run_end (the chief was killed or stopped; see the job's output)"
+  fi
+  rm -f "$SUITE_RUN_DIR_NOTE"
+  if [[ $status -eq 0 || $status -eq $PREEMPTED_EXIT || $status -eq 2 || $framework == torchrun ]] \
+     || (( attempt >= max_restarts )); then
+    break
+  fi
+  attempt=$((attempt + 1))
+  echo "[$(date -u +%FT%TZ)] the step ended with status $status; starting it again (restart $attempt of $max_restarts, SUITE_MAX_RESTARTS) from the newest checkpoint"
 done
-
-if [[ $status -ne 0 && $status -ne $PREEMPTED_EXIT ]]; then
-  "${python[@]}" -m common.core.run.run_end --note "$SUITE_RUN_DIR_NOTE" \
-    --error "the srun step ended with status $status and no rank wrote the run_end (the chief was killed or stopped; see the job's output)"
-fi
-rm -f "$SUITE_RUN_DIR_NOTE"
 
 if [[ $status -eq $PREEMPTED_EXIT ]]; then
   echo "[$(date -u +%FT%TZ)] checkpointed on preemption; requeueing job $SLURM_JOB_ID"

@@ -113,7 +113,8 @@ def _from_torchrun(env: Mapping[str, str]) -> ClusterSpec:
 
 
 def _count_of(env: Mapping[str, str], name: str) -> int:
-    """A count an elastic launcher (torchrun's agent, `common.launch --max-restarts`) sets."""
+    """A count an elastic launcher sets: torchrun's agent, `common.launch --max-restarts`, or
+    slurm/run_slurm.sh's step restarts (SUITE_MAX_RESTARTS)."""
     text = env.get(name) or "0"
     if not text.isdigit():
         raise ClusterError(f"{name}={text!r} must be a count >= 0")
@@ -204,6 +205,8 @@ def _from_slurm(env: Mapping[str, str]) -> ClusterSpec:
         launch_id=f"job{job_id}",
         tf_ports=tuple(base + 1 + index for index in local_index),
         cpus_per_task=_cpus_per_task(env),
+        attempt=_count_of(env, "TORCHELASTIC_RESTART_COUNT"),  # slurm/run_slurm.sh's restarts
+        max_restarts=_count_of(env, "TORCHELASTIC_MAX_RESTARTS"),
         **_slurm_job(env),
         gpus_bound_per_task=bool(env.get("SLURM_GPUS_PER_TASK")) or env.get(TASK_GPU_BOUND) == "1",
     )

@@ -192,3 +192,7 @@ def test_a_job_goes_on_only_with_the_folder_its_own_earlier_start_made(tmp_path)
     # a folder from before launch.json existed is not known to be this job's either
     (run_dir / "launch.json").unlink()
     assert claim(run_dir, auto, job(restarts=1), warnings.append) != "t-5"
+    # an explicit --resume (run_slurm.sh adds --auto-resume) goes on with the folder it names
+    both, before = RunOptions(resume=True, auto_resume=True), len(warnings)
+    assert claim(run_dir, both, job(cluster_name="beta"), warnings.append) == "t-5"
+    assert len(warnings) == before

@@ -62,3 +62,22 @@ def test_a_job_submitted_from_outside_the_suite_names_the_variable_that_fixes_it
     assert done.returncode == 2
     assert f"{tmp_path} is not the suite's folder" in done.stderr
     assert "SUITE_ROOT=/path/to/the/suite" in done.stderr
+
+
+def test_a_restart_count_that_is_not_a_number_is_refused_before_any_step(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SUITE_"))}
+    env.update(SLURM_JOB_ID="42", SLURM_JOB_NAME="t", SUITE_MAX_RESTARTS="two")
+    env.update(SUITE_RESULTS=str(tmp_path))
+    done = subprocess.run(
+        ["bash", "slurm/run_slurm.sh", "torch", "configs/mlp_adam.yaml"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "SUITE_MAX_RESTARTS must be a whole number of restarts (0, 1, ...), got 'two'" in (
+        done.stderr
+    )
+    assert "srun" not in done.stdout + done.stderr

@@ -157,12 +157,14 @@ def prepare_folder(
     new run (mkdir is atomic, so of two launches racing for one name only one gets it), or
     reuse it for --resume, and for --auto-resume when it is this launch's own run. A SLURM
     job's --auto-resume that finds another job's folder under its name starts afresh in a new,
-    unique folder and says so."""
+    unique folder and says so, unless --resume asks for that folder (run_slurm.sh always adds
+    --auto-resume, so a job resumes another's run, at another size say, with --resume)."""
     going_on = options.resume or options.auto_resume
     if options.resume and not run_dir.is_dir():
         raise RunRefused(f"--resume: there is no run folder {run_dir} to go on with")
     in_job = bool(spec.slurm_job_id)
-    if options.auto_resume and in_job and run_dir.is_dir() and not is_own_folder(run_dir, spec):
+    another = in_job and run_dir.is_dir() and not is_own_folder(run_dir, spec)
+    if options.auto_resume and not options.resume and another:
         fresh = run_dir.with_name(f"{run_dir.name}-{unique_stamp()}")
         warn(
             f"{run_dir} holds another run than this job's (job {spec.slurm_job_id}, "
