@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from common.projection import chart, memory_at_n, profiles, summary
-from common.report import agreement, size_table, verdict
+from common.report import agreement, failure_costs, size_table, verdict
 from common.report.inputs import load_runs
 from common.report.render import files, pages, tables
 from common.report.rows import RunGroup, group_runs, rows_for
@@ -135,6 +135,7 @@ class Compared:
     groups: list[RunGroup]
     notes: list[str]
     size_rows: list[size_table.SizeRow]
+    lost_rank: pages.LostRank | None = None
 
 
 def _load(args: argparse.Namespace) -> Compared:
@@ -145,7 +146,20 @@ def _load(args: argparse.Namespace) -> Compared:
     groups, notes = group_runs(runs)
     for group in groups:
         group.rows = rows_for(group.runs, target)
-    return Compared(runs, problems, target, groups, notes, size_table.size_rows(runs))
+    measured = []
+    for path in failure_costs.found(args.results):
+        try:
+            measured.append(failure_costs.read(path))
+        except ValueError as error:
+            problems.append(str(error))
+    lost_rank = None
+    if measured:
+        rows = [row for one in measured for row in one.rows]
+        notes_of = failure_costs.where(measured) + failure_costs.MEANINGS
+        lost_rank = pages.LostRank(failure_costs.cells(rows), notes_of)
+    compared = Compared(runs, problems, target, groups, notes, size_table.size_rows(runs))
+    compared.lost_rank = lost_rank
+    return compared
 
 
 def _print_tables(compared: Compared, form: str) -> None:
@@ -168,10 +182,24 @@ def _print_tables(compared: Compared, form: str) -> None:
     if compared.size_rows and form in ("terminal", "markdown"):
         lines = tables.size_table_lines(compared.size_rows)
         print(f"== model-size axis\n{tables.aligned(lines)}")
+    if compared.lost_rank and form in ("terminal", "markdown"):
+        _print_lost_rank(compared.lost_rank, form)
     all_rows = [row for group in compared.groups for row in group.rows]
     if form in ("terminal", "markdown") and all_rows:
         bullet = "  *" if form == "terminal" else "-"
         print("\n".join(f"{bullet} {note}" for note in tables.footnotes(all_rows, target)))
+
+
+def _print_lost_rank(lost_rank: pages.LostRank, form: str) -> None:
+    header, *lines = lost_rank.cells
+    if form == "terminal":
+        print(f"== {pages.LOST_RANK_TITLE}\n{tables.aligned(lost_rank.cells)}")
+        print("\n".join(f"  * {note}" for note in lost_rank.notes))
+        return
+    print(f"## {pages.LOST_RANK_TITLE}\n\n| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    print("\n".join("| " + " | ".join(line) + " |" for line in lines) + "\n")
+    print("\n".join(f"- {note}" for note in lost_rank.notes) + "\n")
 
 
 def _project(
@@ -220,6 +248,7 @@ def _write_report(out: Path, compared: Compared, projected: summary.Report | Non
             compared.target,
             compared.size_rows,
             section,
+            compared.lost_rank,
         )
     except RuntimeError as error:  # matplotlib missing
         compared.problems.append(str(error))

@@ -1,9 +1,11 @@
-"""What a lost rank costs each framework and strategy, on the local launcher: one rank is
-SIGKILLed at a fixed step (`SUITE_KILL_AT`), the launcher starts every rank again
-(`--max-restarts 1`), and the run goes on from its last step checkpoint.
+"""What a lost rank costs each framework and strategy: one rank is SIGKILLed at a fixed step
+(`SUITE_KILL_AT`), the launcher starts every rank again, and the run goes on from its last
+step checkpoint. Launchers: `local` (`python -m common.launch --max-restarts 1`) or `slurm`
+(`sbatch --wait slurm/run_slurm.sh` with SUITE_MAX_RESTARTS=1, on the cluster SLURM_CONF names;
+one node, every rank a task).
 
     python -m common.tools.failure_cost [--cases torch-ddp,torch-fsdp2,tf-mwms] [--nproc 2]
-        [--every 20] [--kill-at 50] [--out DIR]
+        [--every 20] [--kill-at 50] [--launcher local|slurm] [--out DIR]
 
 Per case, three launches (and a fourth that resumes at half the ranks):
 - the run with a checkpoint every --every steps: its step time, and each checkpoint's save
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from common.core.records.records import METRICS_FILENAME
+from common.report import failure_costs
 
 CASES = {
     "torch-ddp": ("torch_impl.train", ["torch.strategy=ddp"]),
@@ -53,6 +56,10 @@ KILLED = re.compile(r"SIGKILL at (\d+\.\d+)")
 POLL_S = 0.005
 
 
+REPO = Path(__file__).resolve().parents[2]
+SLURM_CONFIG = "configs/mlp_adam.yaml"  # what SETTINGS leave of it: the suite's defaults
+
+
 def launch(module: str, nproc: int, settings: list[str], *extra: str) -> list[str]:
     """`module` as `nproc` ranks of the local launcher (`extra`: the launcher's options)."""
     launcher = [sys.executable, "-m", "common.launch", "--nproc", str(nproc), *extra, "--"]
@@ -60,11 +67,44 @@ def launch(module: str, nproc: int, settings: list[str], *extra: str) -> list[st
     return launcher + program
 
 
+class Launcher:
+    """How a case's runs start: `run` gives (the ranks' output, the metrics' arrivals)."""
+
+    def __init__(self, name: str, base: dict[str, str]) -> None:
+        self.name, self.base = name, base
+
+    def run(
+        self, module: str, nproc: int, settings: list[str], run_dir: Path, **options: Any
+    ) -> tuple[str, list[Any]]:
+        """`options`: restarts (how many), resume (from run_dir's checkpoint), env (more)."""
+        restarts, env = options.get("restarts", 0), {**self.base, **options.get("env", {})}
+        named = [*settings, f"output.dir={run_dir.parent}", f"output.run_name={run_dir.name}"]
+        if self.name == "local":
+            extra = ["--max-restarts", str(restarts)] if restarts else []
+            command = launch(module, nproc, named, *extra)
+            if options.get("resume"):
+                command.append("--resume")
+            return watched(command, run_dir / METRICS_FILENAME, env)
+        output = run_dir.parent / f"{run_dir.name}.out"
+        framework = "torch" if module.startswith("torch") else "tf"
+        command = [
+            *["sbatch", "--wait", "--quiet", "--nodes=1", f"--ntasks={nproc}"],
+            *[f"--job-name={run_dir.name}", f"--output={output}", "slurm/run_slurm.sh"],
+            *[framework, SLURM_CONFIG, *[part for s in named for part in ("--set", s)]],
+            *(["--resume"] if options.get("resume") else []),  # another job's folder
+        ]
+        env = {**env, "SUITE_RESULTS": str(run_dir.parent), "SUITE_MAX_RESTARTS": str(restarts)}
+        _, arrivals = watched(command, run_dir / METRICS_FILENAME, env)
+        return output.read_text(), arrivals
+
+
 def watched(command: list[str], metrics: Path, env: dict[str, str]) -> tuple[str, list[Any]]:
     """Run `command`; (its output, [(arrival time, record)] of every metrics line)."""
     arrivals: list[tuple[float, dict[str, Any]]] = []
     with tempfile.TemporaryFile("w+") as output:
-        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen(
+            command, stdout=output, stderr=subprocess.STDOUT, env=env, cwd=REPO
+        )
         offset = 0
         while True:
             done = process.poll() is not None
@@ -105,21 +145,19 @@ def cut_back(run_dir: Path, checkpoint: str, to: Path) -> Path:
     return to
 
 
-def measure(case: str, nproc: int, every: int, kill_at: int, root: Path) -> dict[str, Any]:
+def measure(
+    case: str, nproc: int, every: int, kill_at: int, root: Path, launcher: Launcher
+) -> dict[str, Any]:
     module, strategy = CASES[case]
-    base = {**os.environ}
     cadence = [*SETTINGS, *strategy, f"train.checkpoint_every_steps={every}"]
     saved = root / f"{case}-saved"
-    settings = [*cadence, f"output.dir={root}", f"output.run_name={saved.name}"]
-    _, arrivals = watched(launch(module, nproc, settings), saved / METRICS_FILENAME, base)
+    _, arrivals = launcher.run(module, nproc, cadence, saved)
     epochs = [record for _, record in arrivals if record["record"] == "epoch"]
     manifests = sorted((saved / "checkpoints").glob("*/manifest.json"))
     saves = [json.loads(path.read_text())["save_s"] for path in manifests]
     killed = root / f"{case}-killed"
-    settings = [*cadence, f"output.dir={root}", f"output.run_name={killed.name}"]
-    env = {**base, "SUITE_KILL_AT": f"1:{kill_at}"}
-    command = launch(module, nproc, settings, "--max-restarts", "1")
-    text, arrivals = watched(command, killed / METRICS_FILENAME, env)
+    kill = {"SUITE_KILL_AT": f"1:{kill_at}"}
+    text, arrivals = launcher.run(module, nproc, cadence, killed, restarts=1, env=kill)
     killed_at = float(KILLED.findall(text)[0])
     kinds = [record["record"] for _, record in arrivals]
     failed_end = arrivals[kinds.index("run_end")]
@@ -129,13 +167,12 @@ def measure(case: str, nproc: int, every: int, kill_at: int, root: Path) -> dict
     half = max(1, nproc // 2)
     checkpoint = manifests[len(manifests) // 2].parent.name  # one inside the run
     resized = cut_back(saved, checkpoint, root / f"{case}-resized")
-    settings = [*cadence, f"output.dir={root}", f"output.run_name={resized.name}"]
-    command = [*launch(module, half, settings), "--resume"]
-    _, arrivals = watched(command, resized / METRICS_FILENAME, base)
+    _, arrivals = launcher.run(module, half, cadence, resized, resume=True)
     reloaded = next(r for _, r in arrivals if r["record"] == "resume")
     step_s = statistics.median(e["step_time_p50_s"] for e in epochs[1:] or epochs)
     return {
         "case": case,
+        "launcher": launcher.name,
         "ranks": nproc,
         "step_s": step_s,
         "save_s": statistics.median(saves),
@@ -149,31 +186,6 @@ def measure(case: str, nproc: int, every: int, kill_at: int, root: Path) -> dict
     }
 
 
-COLUMNS = [
-    ("case", "case", "{}"),
-    ("ranks", "ranks", "{}"),
-    ("step_s", "step s", "{:.4f}"),
-    ("save_s", "save s", "{:.3f}"),
-    ("save_per_step_s", "save s/step", "{:.4f}"),
-    ("notice_s", "notice s", "{:.2f}"),
-    ("recover_s", "recover s", "{:.2f}"),
-    ("steps_lost", "steps lost", "{}"),
-    ("load_s", "load s", "{:.3f}"),
-    ("resharded_load_s", "load s resharded", "{:.3f}"),
-    ("resharded_to", "to ranks", "{}"),
-]
-
-
-def table(rows: list[dict[str, Any]]) -> str:
-    """A Markdown table of the measured rows."""
-    header = "| " + " | ".join(title for _, title, _ in COLUMNS) + " |"
-    rule = "| " + " | ".join("---" for _ in COLUMNS) + " |"
-    body = [
-        "| " + " | ".join(form.format(row[key]) for key, _, form in COLUMNS) + " |" for row in rows
-    ]
-    return "\n".join([header, rule, *body])
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m common.tools.failure_cost", description=__doc__.splitlines()[0]
@@ -182,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--every", type=int, default=20, help="checkpoint every N steps")
     parser.add_argument("--kill-at", type=int, default=50, help="rank 1 dies after this step")
+    parser.add_argument("--launcher", default="local", choices=["local", "slurm"])
     parser.add_argument("--out", help="keep the runs here (default: a temporary folder)")
     args = parser.parse_args(argv)
     cases = args.cases.split(",")
@@ -192,14 +205,22 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--nproc must be >= 2: one rank is killed and the others must notice")
     if not 1 <= args.every < args.kill_at < 200:
         parser.error("need 1 <= --every < --kill-at < 200 (the run has 200 steps)")
+    if args.launcher == "slurm" and not shutil.which("sbatch"):
+        parser.error("--launcher slurm: no sbatch here; run it where SLURM's commands are")
+    launcher = Launcher(args.launcher, {**os.environ})
     with tempfile.TemporaryDirectory(prefix="failure-cost-") as scratch:
         root = Path(args.out or scratch)
         root.mkdir(parents=True, exist_ok=True)
         rows = []
         for case in cases:
             print(f"[failure-cost] {case}: {args.nproc} ranks ...", file=sys.stderr, flush=True)
-            rows.append(measure(case, args.nproc, args.every, args.kill_at, root))
-    print(table(rows))
+            rows.append(measure(case, args.nproc, args.every, args.kill_at, root, launcher))
+    print(failure_costs.markdown(rows))
+    if args.out:  # for compare.py, beside the runs
+        written = Path(args.out) / f"failure_cost-{args.launcher}.json"
+        command = ["python", "-m", "common.tools.failure_cost", *(argv or sys.argv[1:])]
+        failure_costs.write(written, rows, command)
+        print(f"[failure-cost] wrote {written} (compare.py shows it)", file=sys.stderr)
     return 0
 
 

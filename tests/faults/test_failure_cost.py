@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from common.report import failure_costs
+
 
 @pytest.mark.scaling
 def test_the_failure_cost_of_torch_ddp_is_measured(tmp_path):
@@ -15,8 +17,10 @@ def test_the_failure_cost_of_torch_ddp_is_measured(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     row = done.stdout.strip().splitlines()[-1].strip("| ").split(" | ")
-    case, ranks, step, save, per_step, notice, recover, lost, load, resharded, to = row
-    assert (case, ranks, lost, to) == ("torch-ddp", "2", "10", "1")
+    case, launcher, ranks, step, save, per_step, notice, recover, lost, load, resharded, to = row
+    assert (case, launcher, ranks, lost, to) == ("torch-ddp", "local", "2", "10", "1")
+    (written,) = failure_costs.read(tmp_path / "failure_cost-local.json").rows
+    assert written["notice_s"] == pytest.approx(float(notice), abs=0.01)
     assert 0 < float(notice) < 30 and 0 < float(recover) < 120  # dist.timeout_s=30
     assert all(float(value) > 0 for value in (step, save, per_step, load, resharded))
 

@@ -3,9 +3,13 @@ step again in the same allocation, and the run goes on from its newest step chec
 frameworks: rank 1 SIGKILLed after step 15 (`SUITE_KILL_AT`), checkpoints every 10 steps, the
 final weights those of a job that never lost a rank, bit for bit."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
+from common.report import failure_costs
 from tests.faults.test_restarts import weights
 from tests.records import read_metrics
 from tests.slurm.jobs import ROOT_ONLY, slurm_env, submit, wait_for
@@ -47,3 +51,23 @@ def test_a_lost_rank_restarts_the_step_from_its_checkpoint(cluster, framework, t
     assert ours.keys() == theirs.keys()
     for key in theirs:
         np.testing.assert_array_equal(ours[key], theirs[key], err_msg=key)
+
+
+@pytest.mark.scaling  # a measurement: make test-scaling
+@pytest.mark.parametrize("cluster", [1], indirect=True)
+def test_the_failure_cost_bench_measures_a_lost_rank_under_slurm(cluster, tmp_path):
+    command = [sys.executable, "-m", "common.tools.failure_cost", "--launcher", "slurm"]
+    command += ["--cases", "tf-mwms", "--out", str(tmp_path)]
+    done = subprocess.run(
+        command, env=slurm_env(tmp_path), capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (row,) = failure_costs.read(tmp_path / "failure_cost-slurm.json").rows
+    assert (row["case"], row["launcher"], row["steps_lost"], row["resharded_to"]) == (
+        "tf-mwms",
+        "slurm",
+        10,
+        1,
+    )
+    assert 0 < row["notice_s"] < 30 and 0 < row["recover_s"] < 120  # dist.timeout_s=30
+    assert all(row[key] > 0 for key in ("step_s", "save_s", "load_s", "resharded_load_s"))

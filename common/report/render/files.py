@@ -21,6 +21,7 @@ def write_report(
     target: float,
     size_rows: list[SizeRow],
     projection: pages.Projection | None = None,
+    lost_rank: pages.LostRank | None = None,
 ) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     for index, group in enumerate(groups):
@@ -40,6 +41,7 @@ def write_report(
             target=target,
             size=size,
             projection=projection,
+            lost_rank=lost_rank,
         )
     all_rows = [{**group.key, **row.as_dict()} for group in groups for row in group.rows]
     whole_files.write_text(out / "report.csv", tables.csv_table(all_rows))
@@ -52,5 +54,8 @@ def write_report(
         "not_side_by_side": notes,
         "problems": problems,
     }
+    if lost_rank is not None:
+        header, *lines = lost_rank.cells
+        document["lost_rank"] = {"header": header, "rows": lines, "notes": lost_rank.notes}
     whole_files.write_text(out / "report.json", json.dumps(document, indent=2))
     return out / "report.html"

@@ -99,6 +99,18 @@ class Projection:
     picture: Path | None
 
 
+@dataclass
+class LostRank:
+    """What a lost rank costs (`common.report.failure_costs`): the table's cells, the header
+    first, and lines saying where it was measured and what the columns mean."""
+
+    cells: list[list[str]]
+    notes: list[str]
+
+
+LOST_RANK_TITLE = "What a lost rank costs (python -m common.tools.failure_cost)"
+
+
 PROJECTION_CAPTION = (
     "Measured samples/s (points) and each run projected to more workers with its framework's "
     "link profile (bands: full overlap of communication with compute to none)."
@@ -125,6 +137,7 @@ def write_html(
     path: Path,
     size: SizeAxis | None = None,
     projection: Projection | None = None,
+    lost_rank: LostRank | None = None,
 ) -> None:
     every_run = [run for group in groups for run in group.runs]
     all_rows = [row for group in groups for row in group.rows]
@@ -146,6 +159,13 @@ def write_html(
             "caveats": projection.caveats,
             "picture": projection.picture and _picture(projection.picture, PROJECTION_CAPTION),
         },
+        lost_rank=lost_rank
+        and {
+            "title": LOST_RANK_TITLE,
+            "header": lost_rank.cells[0],
+            "rows": lost_rank.cells[1:],
+            "notes": lost_rank.notes,
+        },
         sections=(
             ("Notes on the columns", footnotes(all_rows, target)),
             ("Not side by side", notes),
@@ -164,6 +184,7 @@ def write_markdown(
     path: Path,
     size: SizeAxis | None = None,
     projection: Projection | None = None,
+    lost_rank: LostRank | None = None,
 ) -> None:
     out = [f"# {TITLE}", ""]
     for index, group in enumerate(groups, start=1):
@@ -191,6 +212,11 @@ def write_markdown(
         out += [f"![size]({size.picture.relative_to(path.parent)})", "", f"*{size.caption}*", ""]
     if projection is not None:
         out += _projection_markdown(projection, path)
+    if lost_rank is not None:
+        header, *lines = lost_rank.cells
+        out += [f"## {LOST_RANK_TITLE}", "", "| " + " | ".join(header) + " |"]
+        out += ["|" + "---|" * len(header)] + ["| " + " | ".join(line) + " |" for line in lines]
+        out += [""] + [f"- {note}" for note in lost_rank.notes] + [""]
     all_rows = [row for group in groups for row in group.rows]
     out += ["## Notes on the columns", ""] + [f"- {n}" for n in footnotes(all_rows, target)]
     out += [""] + [f"- not side by side: {note}" for note in notes]
