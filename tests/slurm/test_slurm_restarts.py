@@ -14,7 +14,8 @@ from tests.faults.test_restarts import weights
 from tests.records import read_metrics
 from tests.slurm.jobs import ROOT_ONLY, slurm_env, submit, wait_for
 
-pytestmark = ROOT_ONLY
+# make test-scaling: 4 jobs on the test cluster (34 s on [B]); make test keeps the requeue test
+pytestmark = [ROOT_ONLY, pytest.mark.scaling]
 
 EVERY = 10
 SETTINGS = [
@@ -53,7 +54,6 @@ def test_a_lost_rank_restarts_the_step_from_its_checkpoint(cluster, framework, t
         np.testing.assert_array_equal(ours[key], theirs[key], err_msg=key)
 
 
-@pytest.mark.scaling  # a measurement: make test-scaling
 @pytest.mark.parametrize("cluster", [1], indirect=True)
 def test_the_failure_cost_bench_measures_a_lost_rank_under_slurm(cluster, tmp_path):
     command = [sys.executable, "-m", "common.tools.failure_cost", "--launcher", "slurm"]
