@@ -20,6 +20,7 @@ if __name__ == "__main__":  # --help in a second, before the framework is import
 import functools
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import keras
@@ -32,11 +33,12 @@ from common.core.config.config import Config
 from common.core.measure import precision, replicas
 from common.core.measure.clocks import EpochMeanStepClock, HostStepClock
 from common.core.measure.traffic import Call
+from common.core.records.entries import StepSplit
 from common.core.train import main as main_body
 from common.core.train.trainer import TrainerBase
 from common.launch.cluster import ClusterSpec
 from common.launch.rendezvous import RendezvousError
-from tf_impl import checkpoint, dist, faults, gemm, memory, preemption, traffic
+from tf_impl import checkpoint, dist, faults, gemm, memory, preemption, step_profile, traffic
 from tf_impl.data import TfData, build_dataset
 from tf_impl.model import build_model
 from tf_impl.optim import build_optimizer
@@ -87,6 +89,8 @@ class TfTrainer(TrainerBase):
         self.skips = precision.SkippedSteps()  # this launch's steps, and the optimizer's
         self.applied_before = 0  # the optimizer's updates of earlier launches (a resume)
         self.counting: list[Call] | None = None  # collectives of the work count_calls runs
+        self.counted_split: StepSplit | None = None  # where the counted step's time went
+        self.profile_folder: Path | None = None  # where its profile is kept; a scratch folder
 
     def numerics(self) -> dict:
         enabled = tf.config.experimental.tensor_float_32_execution_enabled()
@@ -132,6 +136,19 @@ class TfTrainer(TrainerBase):
         return self.data.train_batches(epoch, start)
 
     def train_step(self, batch, lr: float) -> float:
+        if self.counting is None:
+            return self._train_step(batch, lr)
+        # the counted step: where its time goes, from TensorFlow's profiler (on a GPU the
+        # kernels run beside the host's profile: none there, as on torch)
+        if self.on_gpu:
+            return self._train_step(batch, lr)
+        scopes = step_profile.scopes_of(self.optimizer)
+        loss, self.counted_split = step_profile.profiled(
+            lambda: self._train_step(batch, lr), scopes, self.profile_folder
+        )
+        return loss
+
+    def _train_step(self, batch, lr: float) -> float:
         if isinstance(batch, np.ndarray):  # indices (train_batches): gathered as the data does
             indices = tf.constant(batch)
             batch = (
@@ -146,6 +163,9 @@ class TfTrainer(TrainerBase):
             concrete = self.compiled_step.get_concrete_function(images, labels, rate)
             self.counting += traffic.graph_calls(concrete, self.info.world_size)
         return loss if self.on_gpu else float(loss)  # float() waits for the step
+
+    def step_split(self) -> StepSplit | None:
+        return self.counted_split
 
     def train_steps(self, batches: list, lrs: list[float]) -> list:
         """Several steps in one tf.function call (train.steps_per_call); the loader pipeline's

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from common.core.config import strategies
-from common.report import launch_history, significance
+from common.report import launch_history, significance, step_parts
 from common.report.rows import Row, RunGroup
 from common.report.runs import RecordedRun
 
@@ -29,7 +29,7 @@ def _label(row: Row) -> str:
 def of_group(group: RunGroup, target: float) -> list[str]:
     """The verdict of a group, then what the later launches of its runs did (restarts, size
     changes: `launch_history.history`)."""
-    said = sentences(group.rows, target)
+    said = sentences(group.rows, target) + step_parts.sentences(group.runs)
     for run in group.runs:
         said += [
             f"{run.label} ({run.start.run_id}): {line}."

@@ -41,23 +41,32 @@ class StepSplit(Fields):
 
     compute_s: float = doc(
         "seconds of the model's math (torch: the own time of aten ops outside the collectives, "
-        "FSDP's ranges and the optimizer): what shrinks with the per-rank batch"
+        "FSDP's ranges and the optimizer; TensorFlow: the self time of every other op): what "
+        "shrinks with the per-rank batch"
     )
     optimizer_s: float = doc(
-        "seconds of the optimizer's step and zeroing (torch: their ranges, aten ops included): "
-        "what shrinks with the shards of the state, not with the batch"
+        "seconds of the optimizer's step and zeroing (torch: their ranges, aten ops included; "
+        "TensorFlow: the ops under the optimizer's name scope, its all-reduce left out): what "
+        "shrinks with the shards of the state, not with the batch"
     )
     framework_s: float = doc(
         "seconds of the sharding wrapper's own work (torch: FSDP's hooks and copies, aten ops "
-        "inside them included, DTensor's dispatch): paid per unit and per step, whatever the "
-        "batch"
+        "inside them included, DTensor's dispatch; TensorFlow: 0, MWMS has no wrapper): paid "
+        "per unit and per step, whatever the batch"
     )
     collectives_s: float = doc(
         "seconds issuing, running and waiting for collectives (torch: c10d and backend events, "
-        "FSDP's waits on them)"
+        "FSDP's waits on them; TensorFlow: the Collective* ops' self time, the wait for the "
+        "peers included)"
+    )
+    input_s: float | None = doc(
+        "seconds fetching the step's samples inside the step (TensorFlow: gathers of the "
+        "preloaded tensors, the iterator's next); absent on torch, whose batch is ready "
+        "before its step starts",
+        added=True,
     )
     wall_s: float = doc(
-        "the profiled step's wall time; the rest of it (Python, the autograd engine, the "
-        "profiler's own) is wall_s less the four parts"
+        "the profiled step's wall time; the rest of it (Python, the autograd engine or the "
+        "executor, the profiler's own) is wall_s less the other parts"
     )
     source: str = doc("what measured it, e.g. 'torch profiler, CPU'")

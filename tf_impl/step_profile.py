@@ -1,0 +1,180 @@
+"""Where a TensorFlow training step's time goes, from TensorFlow's own profiler: the step is
+profiled (`tf.profiler.experimental`), and xprof, the profiler's own reader, turns the XSpace it
+wrote into every op's self time on the host (its `framework_op_stats` tool), so nothing counts
+twice:
+
+  collectives   the Collective* ops (MWMS's all-reduce of the packed gradients, its gathers
+                and broadcasts): issuing and running them, and waiting for the peers
+  optimizer     the other ops under the optimizer's name scope: every variable's update
+  input         the ops that fetch the step's samples: gathers of the preloaded tensors
+                outside the model, the iterator's next
+  compute       every other op: the model's forward and backward, the loss
+  the rest      the step's wall time less all of the above: Python, the function call, the
+                executor's scheduling (ops that ran at once on several threads make it smaller)
+
+Each run records the split of its counted step (`StepSplit`, in every epoch record), as torch's
+does (`torch_impl.traffic.counted`). This module's command profiles --steps steps of a run's
+trainer, built as training builds it, and prints them, as `torch_impl.step_profile` does:
+
+    python -m common.launch --nproc 2 -- python -m tf_impl.step_profile \\
+        --config configs/mlp_adam.yaml [--steps 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import tensorflow as tf
+
+from common.core.records.entries import StepSplit
+from tf_impl.traffic import KINDS as COLLECTIVES
+
+T = TypeVar("T")
+INPUT_OPS = ("IteratorGetNext", "IteratorGetNextSync", "OptionalGetValue")
+GATHERS = ("GatherV2", "ResourceGather")
+SOURCE = "TensorFlow profiler via xprof, CPU (self time of each op)"
+PARTS = ("compute", "optimizer", "input", "collectives")
+_warned: list[str] = []
+
+
+def op_times(xspaces: list[Path]) -> list[tuple[str, str, float]]:
+    """(op type, op name, self seconds) of every op on the host, from xprof's
+    framework_op_stats of the XSpace files; ImportError without xprof."""
+    from xprof.convert import raw_to_tool_data
+
+    data, _ = raw_to_tool_data.xspace_to_tool_data(
+        [str(p) for p in xspaces], "framework_op_stats", {}
+    )
+    table = json.loads(data)[0]  # the first table: every op; the second leaves IDLE out
+    columns = [column["id"] for column in table["cols"]]
+    found = []
+    for row in table["rows"]:
+        cells = {name: (cell or {}).get("v") for name, cell in zip(columns, row["c"], strict=True)}
+        if cells["host_or_device"] == "Host" and cells["type"] != "IDLE":
+            self_us = float(cells["total_self_time"] or 0.0)
+            found.append((str(cells["type"]), str(cells["operation"]), self_us / 1e6))
+    return found
+
+
+def part_of(kind: str, name: str, scopes: tuple[str, ...]) -> str:
+    """The category of an op (its type and name)."""
+    if kind in COLLECTIVES:
+        return "collectives"
+    if name.startswith(tuple(f"{scope}/" for scope in scopes)):
+        return "optimizer"
+    if kind in INPUT_OPS or (kind in GATHERS and "/" not in name):  # outside the model's scopes
+        return "input"
+    return "compute"
+
+
+def split(
+    ops: Iterable[tuple[str, str, float]], scopes: tuple[str, ...], wall_s: float
+) -> StepSplit:
+    """The ops' self times by category, as a StepSplit of `wall_s`."""
+    seconds = dict.fromkeys(PARTS, 0.0)
+    for kind, name, self_s in ops:
+        seconds[part_of(kind, name, scopes)] += self_s
+    return StepSplit(
+        compute_s=seconds["compute"],
+        optimizer_s=seconds["optimizer"],
+        framework_s=0.0,  # MWMS replicates the model: no wrapper of its own
+        collectives_s=seconds["collectives"],
+        input_s=seconds["input"],
+        wall_s=wall_s,
+        source=SOURCE,
+    )
+
+
+def profiled(
+    work: Callable[[], T], scopes: tuple[str, ...], keep: Path | None = None
+) -> tuple[T, StepSplit | None]:
+    """work()'s result and where its time went; `scopes`: the optimizer's name scopes. The
+    XSpace is written under `keep` (a TensorBoard log folder) or a temporary folder. None for
+    the split, said once, where xprof is not installed."""
+    try:
+        import xprof.convert.raw_to_tool_data  # noqa: F401 (before the profile: fail early)
+    except ImportError:
+        if not _warned:
+            _warned.append("xprof")
+            print(
+                "warning: no step split: xprof is not installed (pip install xprof)",
+                file=sys.stderr,
+            )
+        return work(), None
+    with tempfile.TemporaryDirectory(prefix="tf-profile-") as scratch:
+        folder = keep or Path(scratch)
+        tf.profiler.experimental.start(str(folder))
+        try:
+            start = time.perf_counter()
+            result = work()
+            wall_s = time.perf_counter() - start
+        finally:
+            tf.profiler.experimental.stop()
+        written = sorted(
+            folder.glob("plugins/profile/*/*.xplane.pb"), key=lambda p: p.stat().st_mtime
+        )
+        return result, split(op_times(written[-1:]), scopes, wall_s)
+
+
+def scopes_of(optimizer: Any) -> tuple[str, ...]:
+    """The name scopes of the optimizer's ops: its own, and its inner one's under fp16's
+    LossScaleOptimizer."""
+    inner = getattr(optimizer, "inner_optimizer", None)
+    return tuple(o.name for o in (optimizer, inner) if o is not None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from common.core.config import config_io
+    from common.core.config.devices import resolve_eval_batch
+    from common.launch import environment
+    from tf_impl import dist
+    from tf_impl.train import TfTrainer
+
+    parser = argparse.ArgumentParser(prog="python -m tf_impl.step_profile", description=__doc__)
+    parser.add_argument("--config")
+    parser.add_argument("--set", action="append", default=[], dest="overrides")
+    parser.add_argument("--steps", type=int, default=20)
+    args = parser.parse_args(argv)
+    spec = environment.from_environment()
+    cfg = config_io.load_config(args.config, args.overrides)
+    info = dist.setup_distributed(cfg, spec)
+    cfg = resolve_eval_batch(cfg, "tf", info.device_type)
+    trainer = TfTrainer(cfg, info)
+    trainer.build()
+    batches = iter(trainer.train_batches(0))
+    for _ in range(5):  # traces and warm-up
+        trainer.train_step(next(batches), cfg.optim.lr)
+    taken = [next(batches) for _ in range(args.steps)]
+    walls: list[float] = []
+
+    def steps() -> None:
+        for batch in taken:
+            start = time.perf_counter()
+            trainer.train_step(batch, cfg.optim.lr)  # a float: the step has finished
+            walls.append(time.perf_counter() - start)
+
+    _, found = profiled(steps, scopes_of(trainer.optimizer))
+    if found is not None and spec.is_chief:
+        ms = {part: 1000 * getattr(found, f"{part}_s") / args.steps for part in PARTS}
+        ms["the rest"] = max(0.0, 1000 * sum(walls) / args.steps - sum(ms.values()))
+        label = f"tf {trainer.strategy.name} x{info.world_size}, {cfg.model.name}"
+        mean, median = 1000 * statistics.mean(walls), 1000 * statistics.median(walls)
+        print(f"{label}: {mean:.2f} ms per step, median {median:.2f} (profiled); of the mean:")
+        for part, value in ms.items():
+            print(f"  {part:<12} {value:7.2f} ms per step")
+        said = {"run": label, "mean_ms": mean, "median_ms": median, "ms_per_step": ms}
+        print("STEP_PROFILE " + json.dumps(said), flush=True)
+    dist.leave_together(info, cfg.dist.timeout_s)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
