@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from common.projection import chart, memory_at_n, profiles, summary
-from common.report import agreement, failure_costs, size_table, verdict
+from common.report import agreement, failure_costs, size_table, traces, verdict
 from common.report.inputs import load_runs
 from common.report.render import files, pages, tables
 from common.report.rows import RunGroup, group_runs, rows_for
@@ -136,6 +136,7 @@ class Compared:
     notes: list[str]
     size_rows: list[size_table.SizeRow]
     lost_rank: pages.LostRank | None = None
+    traces: list[tuple[str, list[Path]]] = dataclasses.field(default_factory=list)
 
 
 def _load(args: argparse.Namespace) -> Compared:
@@ -159,6 +160,7 @@ def _load(args: argparse.Namespace) -> Compared:
         lost_rank = pages.LostRank(failure_costs.cells(rows), notes_of)
     compared = Compared(runs, problems, target, groups, notes, size_table.size_rows(runs))
     compared.lost_rank = lost_rank
+    compared.traces = traces.found(runs)
     return compared
 
 
@@ -184,6 +186,9 @@ def _print_tables(compared: Compared, form: str) -> None:
         print(f"== model-size axis\n{tables.aligned(lines)}")
     if compared.lost_rank and form in ("terminal", "markdown"):
         _print_lost_rank(compared.lost_rank, form)
+    if compared.traces and form in ("terminal", "markdown"):
+        print("== traces\n" + "\n".join(f"  {line}" for line in traces.lines(compared.traces)))
+        print(f"  * {traces.HOW}")
     all_rows = [row for group in compared.groups for row in group.rows]
     if form in ("terminal", "markdown") and all_rows:
         bullet = "  *" if form == "terminal" else "-"
@@ -249,6 +254,7 @@ def _write_report(out: Path, compared: Compared, projected: summary.Report | Non
             compared.size_rows,
             section,
             compared.lost_rank,
+            compared.traces,
         )
     except RuntimeError as error:  # matplotlib missing
         compared.problems.append(str(error))

@@ -17,9 +17,10 @@ if __name__ == "__main__":  # --help in a second, before the framework is import
     stop_signals.defer_preemption()  # a SIGUSR1 from now on waits for the run's handler
     cli.answer_help_early("python -m tf_impl.train", __doc__)
 
+import contextlib
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -91,6 +92,7 @@ class TfTrainer(TrainerBase):
         self.counting: list[Call] | None = None  # collectives of the work count_calls runs
         self.counted_split: StepSplit | None = None  # where the counted step's time went
         self.profile_folder: Path | None = None  # where its profile is kept; a scratch folder
+        self.step_markers = False  # while tracing (output.profile_steps)
 
     def numerics(self) -> dict:
         enabled = tf.config.experimental.tensor_float_32_execution_enabled()
@@ -158,7 +160,8 @@ class TfTrainer(TrainerBase):
         images, labels = batch
         self.skips.taken += 1
         rate = tf.constant(lr, dtype=tf.float32)  # a tensor: a new float must not retrace
-        loss = self.compiled_step(images, labels, rate)
+        with self._marked(1):
+            loss = self.compiled_step(images, labels, rate)
         if self.counting is not None:  # the graph this call ran
             concrete = self.compiled_step.get_concrete_function(images, labels, rate)
             self.counting += traffic.graph_calls(concrete, self.info.world_size)
@@ -166,6 +169,25 @@ class TfTrainer(TrainerBase):
 
     def step_split(self) -> StepSplit | None:
         return self.counted_split
+
+    @contextlib.contextmanager
+    def tracing(self, folder: Path) -> Iterator[None]:
+        """TensorFlow's profiler over what runs inside; this rank's XSpace written under
+        `folder`/tf-rank-R at the end, where TensorBoard's Profile tab finds it."""
+        tf.profiler.experimental.start(str(folder / f"tf-rank-{self.info.rank}"))
+        self.step_markers = True  # each call marked as a step: the Profile tab's step times
+        try:
+            yield
+        finally:
+            self.step_markers = False
+            tf.profiler.experimental.stop()
+
+    def _marked(self, steps: int) -> contextlib.AbstractContextManager:
+        """A step marker for TensorBoard's Profile tab while tracing, else nothing."""
+        if not self.step_markers:
+            return contextlib.nullcontext()
+        first = self.skips.taken - steps  # this launch's steps before the call
+        return tf.profiler.experimental.Trace("train", step_num=first, _r=1)
 
     def train_steps(self, batches: list, lrs: list[float]) -> list:
         """Several steps in one tf.function call (train.steps_per_call); the loader pipeline's
@@ -176,9 +198,10 @@ class TfTrainer(TrainerBase):
         if self.cfg.data.pipeline != "tensor" or len(batches) < self.cfg.train.steps_per_call:
             return super().train_steps(batches, lrs)
         self.skips.taken += len(batches)
-        losses = self.compiled_steps(
-            tf.constant(np.stack(batches)), tf.constant(lrs, dtype=tf.float32)
-        )
+        with self._marked(len(batches)):
+            losses = self.compiled_steps(
+                tf.constant(np.stack(batches)), tf.constant(lrs, dtype=tf.float32)
+            )
         return list(tf.unstack(losses)) if self.on_gpu else losses.numpy().tolist()
 
     def step_clock(self):

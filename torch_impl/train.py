@@ -15,15 +15,17 @@ if __name__ == "__main__":  # --help in a second, before the framework is import
     stop_signals.defer_preemption()  # a SIGUSR1 from now on waits for the run's handler
     cli.answer_help_early("python -m torch_impl.train", __doc__)
 
+import contextlib
 import functools
 import itertools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
 import torch
 import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile
 
 from common.core.config.config import Config
 from common.core.config.expected_traffic import Unit
@@ -180,6 +182,18 @@ class TorchTrainer(TrainerBase):
 
     def step_split(self) -> StepSplit | None:
         return self.counted_split
+
+    @contextlib.contextmanager
+    def tracing(self, folder: Path) -> Iterator[None]:
+        """torch's profiler (the CPU, and the GPU's kernels on one) over what runs inside; a
+        Chrome trace of this rank written into `folder` at the end."""
+        traffic.quiet_profiler()
+        activities = [ProfilerActivity.CPU]
+        if self.on_cuda:
+            activities.append(ProfilerActivity.CUDA)
+        with profile(activities=activities, record_shapes=True) as profiler:
+            yield
+        profiler.export_chrome_trace(str(folder / f"torch-rank-{self.info.rank}.json"))
 
     def traffic_units(self) -> list[Unit]:
         if not self.strategy.shards:

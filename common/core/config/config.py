@@ -210,6 +210,10 @@ class OutputConfig(Section):
     """Write TensorBoard scalars into the run folder while the run goes (the chief, as each
     record is written): tensorboard --logdir results/ then shows the runs live. Needs
     tensorboardX (the 'tensorboard' extra)."""
+    profile_steps: Annotated[StrictInt, Field(ge=0)] = 0
+    """Trace this many steps of each launch's first epoch on every rank, with the framework's
+    profiler, into the run folder's traces/ (torch: a Chrome trace per rank; TensorFlow: an
+    XSpace per rank for TensorBoard's Profile tab); 0: none."""
 
 
 class Config(Section):

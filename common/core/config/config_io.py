@@ -143,6 +143,7 @@ ADDED_KEYS = {
     "output.tensorboard": False,
     "train.steps_per_call": 1,
     "train.checkpoint_every_steps": 0,
+    "output.profile_steps": 0,
 }
 
 

@@ -12,6 +12,7 @@ common/ imports neither framework.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol, SupportsFloat, TypeVar
 
@@ -211,6 +212,11 @@ class Trainer(Protocol):
 
     def traffic_units(self) -> list[Unit]:
         """The groups of parameters the wrapper gathers and reduces together."""
+        ...
+
+    def tracing(self, folder: Path) -> AbstractContextManager[None]:
+        """The framework's profiler over what runs inside, its trace written into `folder`
+        at the end (`common.core.train.traces`)."""
         ...
 
     def stop_agreement(self, requested: Callable[[], bool]) -> StopAgreement:

@@ -21,6 +21,7 @@ from common.core.train.contract import Trainer
 from common.core.train.mid_epoch import MidEpoch
 from common.core.train.optim import learning_rate
 from common.core.train.progress import Progress
+from common.core.train.traces import Traces
 
 
 def train_epoch(
@@ -34,11 +35,13 @@ def train_epoch(
     start_step: int = 0,
     carried: float = 0.0,
     mid: MidEpoch | None = None,
+    traces: Traces | None = None,
 ) -> recorder.EpochResult:
     """Train one epoch (0-based) under the train clock; the clock pauses for step records,
     progress lines and `mid`'s checkpoints. `counted` collects the collectives of the second
     step this launch takes in it. A resumed epoch starts at `start_step`, this rank's loss sum
-    of the earlier steps `carried`."""
+    of the earlier steps `carried`. `traces` traces the calls after the counted one (after the
+    first, when none is counted) until it has its steps."""
     steps = trainer.steps_per_epoch
     every = cfg.train.log_every_steps
     losses: list[SupportsFloat] = []
@@ -55,7 +58,10 @@ def train_epoch(
     # past the first step's set-up
     alone = start_step + min(1, steps - start_step - 1) if counted is not None else None
     cuts = mid.cuts(epoch) if mid is not None else []
+    set_up = alone if alone is not None else start_step  # the last call a trace leaves out
     for first, count in calls(steps, cfg.train.steps_per_call, alone, start_step, cuts):
+        if traces is not None and first > set_up:
+            traces.before_call()
         taken = [next(batches) for _ in range(count)]
         lrs = [
             learning_rate(cfg.optim, epoch, first + i, steps, cfg.train.epochs)
@@ -72,6 +78,8 @@ def train_epoch(
         else:
             done = trainer.train_steps(taken, lrs)
         clock.step_done(count)
+        if traces is not None:
+            traces.after_call(count)
         now = time.perf_counter()
         for index, loss in enumerate(done):
             step, lr = first + index, lrs[index]

@@ -42,6 +42,7 @@ from common.core.train.contract import Trainer
 from common.core.train.epoch import train_epoch
 from common.core.train.mid_epoch import MidEpoch
 from common.core.train.progress import Progress
+from common.core.train.traces import Traces
 from common.models import weights
 
 
@@ -70,23 +71,31 @@ def train_epochs(
         cfg, trainer, run, options, stops, lambda: elapsed_before + time.perf_counter() - loop_start
     )
     steps = trainer.steps_per_epoch
+    wanted = cfg.output.profile_steps
+    traces = Traces(trainer, run.run_dir, wanted) if wanted else None
     for epoch in range(start.epoch, cfg.train.epochs):
         done = epoch + 1
         trainer.reset_peak_memory()
         counting = trainer.spec.world_size > 1 and epoch == start.epoch
         train_calls: list[Call] | None = [] if counting else None
         resumed_inside = epoch == start.epoch and start.step > 0
-        trained = train_epoch(
-            cfg,
-            trainer,
-            epoch,
-            run,
-            progress,
-            train_calls,
-            start_step=start.step if resumed_inside else 0,
-            carried=start.loss_sum if resumed_inside else 0.0,
-            mid=mid,
-        )
+        traced = traces if epoch == start.epoch else None
+        try:
+            trained = train_epoch(
+                cfg,
+                trainer,
+                epoch,
+                run,
+                progress,
+                train_calls,
+                start_step=start.step if resumed_inside else 0,
+                carried=start.loss_sum if resumed_inside else 0.0,
+                mid=mid,
+                traces=traced,
+            )
+        finally:  # what was traced is written, also when the epoch stopped early
+            if traced is not None:
+                traced.stop()
         trainer.synchronize()
         eval_start = time.perf_counter()
         if train_calls is not None:

@@ -22,6 +22,7 @@ def write_report(
     size_rows: list[SizeRow],
     projection: pages.Projection | None = None,
     lost_rank: pages.LostRank | None = None,
+    traces: list[tuple[str, list[Path]]] | None = None,
 ) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     for index, group in enumerate(groups):
@@ -42,6 +43,7 @@ def write_report(
             size=size,
             projection=projection,
             lost_rank=lost_rank,
+            traces=traces,
         )
     all_rows = [{**group.key, **row.as_dict()} for group in groups for row in group.rows]
     whole_files.write_text(out / "report.csv", tables.csv_table(all_rows))

@@ -14,6 +14,7 @@ from typing import Any
 import jinja2
 
 from common.core import whole_files
+from common.report import traces as traces_model
 from common.report import verdict
 from common.report.render.tables import footnotes, markdown_table, table_lines
 from common.report.rows import RunGroup
@@ -138,6 +139,7 @@ def write_html(
     size: SizeAxis | None = None,
     projection: Projection | None = None,
     lost_rank: LostRank | None = None,
+    traces: list[tuple[str, list[Path]]] | None = None,
 ) -> None:
     every_run = [run for group in groups for run in group.runs]
     all_rows = [row for group in groups for row in group.rows]
@@ -166,6 +168,11 @@ def write_html(
             "rows": lost_rank.cells[1:],
             "notes": lost_rank.notes,
         },
+        traces=[
+            (label, [(os.path.relpath(file, path.parent), file.name) for file in files])
+            for label, files in traces or []
+        ],
+        traces_how=traces_model.HOW + ".",
         sections=(
             ("Notes on the columns", footnotes(all_rows, target)),
             ("Not side by side", notes),
@@ -185,6 +192,7 @@ def write_markdown(
     size: SizeAxis | None = None,
     projection: Projection | None = None,
     lost_rank: LostRank | None = None,
+    traces: list[tuple[str, list[Path]]] | None = None,
 ) -> None:
     out = [f"# {TITLE}", ""]
     for index, group in enumerate(groups, start=1):
@@ -217,6 +225,12 @@ def write_markdown(
         out += [f"## {LOST_RANK_TITLE}", "", "| " + " | ".join(header) + " |"]
         out += ["|" + "---|" * len(header)] + ["| " + " | ".join(line) + " |" for line in lines]
         out += [""] + [f"- {note}" for note in lost_rank.notes] + [""]
+    if traces:
+        out += ["## Traces", ""]
+        for label, files in traces:
+            links = [f"[{file.name}]({os.path.relpath(file, path.parent)})" for file in files]
+            out += [f"- {label}: {', '.join(links)}"]
+        out += ["", traces_model.HOW + ".", ""]
     all_rows = [row for group in groups for row in group.rows]
     out += ["## Notes on the columns", ""] + [f"- {n}" for n in footnotes(all_rows, target)]
     out += [""] + [f"- not side by side: {note}" for note in notes]
