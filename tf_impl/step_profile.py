@@ -1,7 +1,7 @@
 """Where a TensorFlow training step's time goes, from TensorFlow's own profiler: the step is
 profiled (`tf.profiler.experimental`), and xprof, the profiler's own reader, turns the XSpace it
-wrote into every op's self time on the host (its `framework_op_stats` tool), so nothing counts
-twice:
+wrote into every op's self time on the host (its `framework_op_stats` tool, in a process of its
+own: `tf_impl.xspace_ops`), so nothing counts twice:
 
   collectives   the Collective* ops (MWMS's all-reduce of the packed gradients, its gathers
                 and broadcasts): issuing and running them, and waiting for the peers
@@ -23,8 +23,10 @@ trainer, built as training builds it, and prints them, as `torch_impl.step_profi
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,34 +36,27 @@ from typing import Any, TypeVar
 
 import tensorflow as tf
 
+from common.core.measure import precision
 from common.core.records.entries import StepSplit
 from tf_impl.traffic import KINDS as COLLECTIVES
 
 T = TypeVar("T")
 INPUT_OPS = ("IteratorGetNext", "IteratorGetNextSync", "OptionalGetValue")
 GATHERS = ("GatherV2", "ResourceGather")
+READ_TIMEOUT_S = 120
 SOURCE = "TensorFlow profiler via xprof, CPU (self time of each op)"
 PARTS = ("compute", "optimizer", "input", "collectives")
 _warned: list[str] = []
 
 
 def op_times(xspaces: list[Path]) -> list[tuple[str, str, float]]:
-    """(op type, op name, self seconds) of every op on the host, from xprof's
-    framework_op_stats of the XSpace files; ImportError without xprof."""
-    from xprof.convert import raw_to_tool_data
-
-    data, _ = raw_to_tool_data.xspace_to_tool_data(
-        [str(p) for p in xspaces], "framework_op_stats", {}
-    )
-    table = json.loads(data)[0]  # the first table: every op; the second leaves IDLE out
-    columns = [column["id"] for column in table["cols"]]
-    found = []
-    for row in table["rows"]:
-        cells = {name: (cell or {}).get("v") for name, cell in zip(columns, row["c"], strict=True)}
-        if cells["host_or_device"] == "Host" and cells["type"] != "IDLE":
-            self_us = float(cells["total_self_time"] or 0.0)
-            found.append((str(cells["type"]), str(cells["operation"]), self_us / 1e6))
-    return found
+    """(op type, op name, self seconds) of every op on the host, read by xprof in a process of
+    its own (`tf_impl.xspace_ops`: not beside TensorFlow); RuntimeError when it cannot."""
+    command = [sys.executable, "-m", "tf_impl.xspace_ops", *map(str, xspaces)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=READ_TIMEOUT_S)
+    if done.returncode != 0:
+        raise RuntimeError(f"xprof could not read {xspaces}: {done.stderr.strip()[-300:]}")
+    return [(str(kind), str(name), float(self_s)) for kind, name, self_s in json.loads(done.stdout)]
 
 
 def part_of(kind: str, name: str, scopes: tuple[str, ...]) -> str:
@@ -99,9 +94,7 @@ def profiled(
     """work()'s result and where its time went; `scopes`: the optimizer's name scopes. The
     XSpace is written under `keep` (a TensorBoard log folder) or a temporary folder. None for
     the split, said once, where xprof is not installed."""
-    try:
-        import xprof.convert.raw_to_tool_data  # noqa: F401 (before the profile: fail early)
-    except ImportError:
+    if importlib.util.find_spec("xprof") is None:
         if not _warned:
             _warned.append("xprof")
             print(
@@ -122,6 +115,18 @@ def profiled(
             folder.glob("plugins/profile/*/*.xplane.pb"), key=lambda p: p.stat().st_mtime
         )
         return result, split(op_times(written[-1:]), scopes, wall_s)
+
+
+UNSAFE = (
+    "TensorFlow's profiler corrupted the heap ('free(): invalid pointer') over steps whose "
+    "forward all-reduces across the workers, as ResNet-8's global batch norm does "
+    "(docs/performance.md)"
+)
+
+
+def safe_to_profile(net: Any, world_size: int) -> bool:
+    """Whether TensorFlow's profiler may run over this run's step (`UNSAFE` says when not)."""
+    return world_size == 1 or precision.batch_norm(net) == "none"
 
 
 def scopes_of(optimizer: Any) -> tuple[str, ...]:

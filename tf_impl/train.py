@@ -142,7 +142,7 @@ class TfTrainer(TrainerBase):
             return self._train_step(batch, lr)
         # the counted step: where its time goes, from TensorFlow's profiler (on a GPU the
         # kernels run beside the host's profile: none there, as on torch)
-        if self.on_gpu:
+        if self.on_gpu or not step_profile.safe_to_profile(self.cfg.net(), self.info.world_size):
             return self._train_step(batch, lr)
         scopes = step_profile.scopes_of(self.optimizer)
         loss, self.counted_split = step_profile.profiled(
@@ -269,6 +269,12 @@ def prepare(cfg: Config, spec: ClusterSpec) -> Config:
             f"statistics over the {spec.world_size} workers inside the forward pass, and "
             "MultiWorkerMirroredStrategy's collectives cannot run inside an XLA cluster; use "
             "tf.jit_compile=false, or one worker"
+        )
+    profiled = cfg.output.profile_steps
+    if profiled and not step_profile.safe_to_profile(cfg.net(), spec.world_size):
+        raise ValueError(
+            f"output.profile_steps={profiled}: {step_profile.UNSAFE}; trace "
+            f"{cfg.model.name} on torch, or with one worker, or trace the MLP or the CNN"
         )
     return cfg
 

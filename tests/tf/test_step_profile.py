@@ -76,3 +76,16 @@ def test_a_run_records_the_split_of_its_counted_step(tmp_path):
     assert split["collectives_s"] > 0 and split["compute_s"] > 0 and split["framework_s"] == 0
     parts = sum(split[f"{part}_s"] for part in step_profile.PARTS)
     assert parts <= split["wall_s"] * 1.05  # the rest is what the ops leave of the wall time
+
+
+def test_tracing_a_forward_that_all_reduces_is_refused_with_one_line(tmp_path):
+    """ResNet-8's global batch norm on 2 workers: TensorFlow's profiler corrupted the heap."""
+    command = [
+        *[sys.executable, "-m", "common.launch", "--nproc", "2", "--", sys.executable],
+        *["-m", "tf_impl.train", "--config", "configs/resnet8_sgd.yaml"],
+        *["--set", "output.profile_steps=3", "--set", f"output.dir={tmp_path}", "--quiet"],
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "output.profile_steps=3: TensorFlow's profiler corrupted the heap" in done.stdout
+    assert not list(tmp_path.iterdir())  # refused before any run folder
