@@ -136,6 +136,7 @@ def _tree(pid):
     return found
 
 
+@pytest.mark.scaling  # 37 s of torchrun's rendezvous waits on [B]: make test-scaling
 def test_a_node_gone_for_good_goes_on_at_the_smaller_world(tmp_path, uninterrupted):
     """Two torchrun agents (two nodes of one rank) with --nnodes 1:2 and c10d rendezvous; the
     second node's agent and rank are SIGKILLed mid-epoch. The first agent's rank fails, the
