@@ -46,7 +46,7 @@ LONG = {
     "tests/torch/test_resize.py": 27,
     "tests/torch/test_precision.py": 25,
     "tests/torch/test_compile.py": 25,
-    "tests/faults/test_step_preemption.py": 25,  # [B], f7d1de6
+    "tests/faults/test_step_preemption.py": 25,  # [B], d629ca8
 }
 SIDE_PREFIX = "side:"  # the unit of a side-lane file
 SLURM = "slurm"  # the SLURM tier but its shaped links: one unit, the machine has one cluster
