@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from common.projection import chart, memory_at_n, profiles, summary
-from common.report import agreement, failure_costs, size_table, traces, verdict
+from common.report import agreement, lost_rank_table, size_table, trace_files, verdict
 from common.report.inputs import load_runs
 from common.report.render import files, pages, tables
 from common.report.rows import RunGroup, group_runs, rows_for
@@ -147,20 +147,12 @@ def _load(args: argparse.Namespace) -> Compared:
     groups, notes = group_runs(runs)
     for group in groups:
         group.rows = rows_for(group.runs, target)
-    measured = []
-    for path in failure_costs.found(args.results):
-        try:
-            measured.append(failure_costs.read(path))
-        except ValueError as error:
-            problems.append(str(error))
-    lost_rank = None
-    if measured:
-        rows = [row for one in measured for row in one.rows]
-        notes_of = failure_costs.where(measured) + failure_costs.MEANINGS
-        lost_rank = pages.LostRank(failure_costs.cells(rows), notes_of)
+    cells, cell_notes, unreadable = lost_rank_table.gathered(args.results)
+    problems += unreadable
+    lost_rank = pages.LostRank(cells, cell_notes) if cells else None
     compared = Compared(runs, problems, target, groups, notes, size_table.size_rows(runs))
     compared.lost_rank = lost_rank
-    compared.traces = traces.found(runs)
+    compared.traces = trace_files.found(runs)
     return compared
 
 
@@ -185,26 +177,15 @@ def _print_tables(compared: Compared, form: str) -> None:
         lines = tables.size_table_lines(compared.size_rows)
         print(f"== model-size axis\n{tables.aligned(lines)}")
     if compared.lost_rank and form in ("terminal", "markdown"):
-        _print_lost_rank(compared.lost_rank, form)
+        lost = compared.lost_rank
+        print(tables.section_text(pages.LOST_RANK_TITLE, lost.cells, lost.notes, form))
     if compared.traces and form in ("terminal", "markdown"):
-        print("== traces\n" + "\n".join(f"  {line}" for line in traces.lines(compared.traces)))
-        print(f"  * {traces.HOW}")
+        listed = trace_files.lines(compared.traces)
+        print("\n".join(["== traces", *(f"  {line}" for line in listed), f"  * {trace_files.HOW}"]))
     all_rows = [row for group in compared.groups for row in group.rows]
     if form in ("terminal", "markdown") and all_rows:
         bullet = "  *" if form == "terminal" else "-"
         print("\n".join(f"{bullet} {note}" for note in tables.footnotes(all_rows, target)))
-
-
-def _print_lost_rank(lost_rank: pages.LostRank, form: str) -> None:
-    header, *lines = lost_rank.cells
-    if form == "terminal":
-        print(f"== {pages.LOST_RANK_TITLE}\n{tables.aligned(lost_rank.cells)}")
-        print("\n".join(f"  * {note}" for note in lost_rank.notes))
-        return
-    print(f"## {pages.LOST_RANK_TITLE}\n\n| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    print("\n".join("| " + " | ".join(line) + " |" for line in lines) + "\n")
-    print("\n".join(f"- {note}" for note in lost_rank.notes) + "\n")
 
 
 def _project(

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -139,6 +138,7 @@ def scopes_of(optimizer: Any) -> tuple[str, ...]:
 def main(argv: list[str] | None = None) -> int:
     from common.core.config import config_io
     from common.core.config.devices import resolve_eval_batch
+    from common.core.measure import step_profile as shown
     from common.launch import environment
     from tf_impl import dist
     from tf_impl.train import TfTrainer
@@ -171,12 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         ms = {part: 1000 * getattr(found, f"{part}_s") / args.steps for part in PARTS}
         ms["the rest"] = max(0.0, 1000 * sum(walls) / args.steps - sum(ms.values()))
         label = f"tf {trainer.strategy.name} x{info.world_size}, {cfg.model.name}"
-        mean, median = 1000 * statistics.mean(walls), 1000 * statistics.median(walls)
-        print(f"{label}: {mean:.2f} ms per step, median {median:.2f} (profiled); of the mean:")
-        for part, value in ms.items():
-            print(f"  {part:<12} {value:7.2f} ms per step")
-        said = {"run": label, "mean_ms": mean, "median_ms": median, "ms_per_step": ms}
-        print("STEP_PROFILE " + json.dumps(said), flush=True)
+        shown.report(label, walls, ms)
     dist.leave_together(info, cfg.dist.timeout_s)
     return 0
 

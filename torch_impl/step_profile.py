@@ -24,14 +24,13 @@ The chief prints one line per category in ms per step, and one JSON line (`STEP_
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import time
 
 from torch.profiler import ProfilerActivity, profile
 
 from common.core.config import config_io
 from common.core.config.devices import resolve_eval_batch
+from common.core.measure import step_profile
 from common.launch import environment
 from torch_impl import dist, traffic
 from torch_impl.parallel import resolve_strategy
@@ -73,12 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     found = split(profiler.events(), args.steps, sum(walls))
     if info.is_chief:
         label = f"torch {trainer.strategy.name} x{info.world_size}, {cfg.model.name}"
-        mean, median = 1000 * statistics.mean(walls), 1000 * statistics.median(walls)
-        print(f"{label}: {mean:.2f} ms per step, median {median:.2f} (profiled); of the mean:")
-        for name, ms in found.items():
-            print(f"  {name:<16} {ms:7.2f} ms per step")
-        said = {"run": label, "mean_ms": mean, "median_ms": median, "ms_per_step": found}
-        print("STEP_PROFILE " + json.dumps(said))
+        step_profile.report(label, walls, found)
     dist.leave_together(info, cfg.dist.timeout_s)
     return 0
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from common.checks import rules
 
 QUOTED = 200  # characters of a value a line quotes at most
+NOT_A_RECORD = "not_a_record"  # the records' union's error: the object's "record" names no kind
 
 # What a config key accepts, by the type of pydantic's error about its value.
 CONFIG_EXPECTED = {
@@ -105,7 +106,7 @@ def record_line(
     inside its entry where it is one ("memory[1]: field 'rank'"), and what it must be. `error`:
     pydantic's, from the records' union tagged by `kinds`' names."""
     problem = first_problem(error)
-    if problem["type"] == "not_a_record":  # the union found no kind to check the object by
+    if problem["type"] == NOT_A_RECORD:  # the union found no kind to check the object by
         if not isinstance(raw, dict):
             return f"{where}: a record is a JSON object, got {type(raw).__name__}"
         return (

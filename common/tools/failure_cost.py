@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from common.core.records.records import METRICS_FILENAME
-from common.report import failure_costs
+from common.report import lost_rank_table
 
 CASES = {
     "torch-ddp": ("torch_impl.train", ["torch.strategy=ddp"]),
@@ -215,11 +215,11 @@ def main(argv: list[str] | None = None) -> int:
         for case in cases:
             print(f"[failure-cost] {case}: {args.nproc} ranks ...", file=sys.stderr, flush=True)
             rows.append(measure(case, args.nproc, args.every, args.kill_at, root, launcher))
-    print(failure_costs.markdown(rows))
+    print(lost_rank_table.markdown(rows))
     if args.out:  # for compare.py, beside the runs
         written = Path(args.out) / f"failure_cost-{args.launcher}.json"
         command = ["python", "-m", "common.tools.failure_cost", *(argv or sys.argv[1:])]
-        failure_costs.write(written, rows, command)
+        lost_rank_table.write(written, rows, command)
         print(f"[failure-cost] wrote {written} (compare.py shows it)", file=sys.stderr)
     return 0
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from common.report import failure_costs
+from common.report import lost_rank_table
 
 
 @pytest.mark.scaling
@@ -19,7 +19,7 @@ def test_the_failure_cost_of_torch_ddp_is_measured(tmp_path):
     row = done.stdout.strip().splitlines()[-1].strip("| ").split(" | ")
     case, launcher, ranks, step, save, per_step, notice, recover, lost, load, resharded, to = row
     assert (case, launcher, ranks, lost, to) == ("torch-ddp", "local", "2", "10", "1")
-    (written,) = failure_costs.read(tmp_path / "failure_cost-local.json").rows
+    (written,) = lost_rank_table.read(tmp_path / "failure_cost-local.json").rows
     assert written["notice_s"] == pytest.approx(float(notice), abs=0.01)
     assert 0 < float(notice) < 30 and 0 < float(recover) < 120  # dist.timeout_s=30
     assert all(float(value) > 0 for value in (step, save, per_step, load, resharded))

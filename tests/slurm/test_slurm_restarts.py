@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from common.report import failure_costs
+from common.report import lost_rank_table
 from tests.faults.test_restarts import weights
 from tests.records import read_metrics
 from tests.slurm.jobs import ROOT_ONLY, slurm_env, submit, wait_for
@@ -62,7 +62,7 @@ def test_the_failure_cost_bench_measures_a_lost_rank_under_slurm(cluster, tmp_pa
         command, env=slurm_env(tmp_path), capture_output=True, text=True, timeout=900
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    (row,) = failure_costs.read(tmp_path / "failure_cost-slurm.json").rows
+    (row,) = lost_rank_table.read(tmp_path / "failure_cost-slurm.json").rows
     assert (row["case"], row["launcher"], row["steps_lost"], row["resharded_to"]) == (
         "tf-mwms",
         "slurm",

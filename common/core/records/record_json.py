@@ -5,19 +5,44 @@ field) and says what is wrong in one line naming file, line and field.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ValidationError
+from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 
 from common.checks import error_lines
 from common.core.records.fields import READING
 from common.core.records.records import (
     CONFIG_SECTIONS,
     KINDS,
-    RECORD,
     SCHEMA_VERSION,
+    Epoch,
     Record,
+    Resume,
+    RunEnd,
     RunStart,
+    Step,
+)
+
+
+def _kind_of(raw: Any) -> str | None:
+    """The tag of a JSON object (its "record" key) or of a typed record (its KIND)."""
+    if isinstance(raw, dict):
+        return raw.get("record") if isinstance(raw.get("record"), str) else None
+    return getattr(raw, "KIND", None)
+
+
+# Any record, told apart by its "record" key: pydantic picks the class and checks its fields.
+RECORD: TypeAdapter[Record] = TypeAdapter(
+    Annotated[
+        Annotated[RunStart, Tag(RunStart.KIND)]
+        | Annotated[Resume, Tag(Resume.KIND)]
+        | Annotated[Step, Tag(Step.KIND)]
+        | Annotated[Epoch, Tag(Epoch.KIND)]
+        | Annotated[RunEnd, Tag(RunEnd.KIND)],
+        Discriminator(
+            _kind_of, custom_error_type=error_lines.NOT_A_RECORD, custom_error_message="no kind"
+        ),
+    ]
 )
 
 

@@ -20,9 +20,9 @@ accepts files written before it (None).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import Discriminator, StrictFloat, StrictInt, Tag, TypeAdapter
+from pydantic import StrictFloat, StrictInt
 
 from common.core.config import strategies
 from common.core.records.entries import StepSplit, TrafficEntry
@@ -255,27 +255,6 @@ Record = RunStart | Resume | Step | Epoch | RunEnd
 KINDS: dict[str, type[Record]] = {
     kind.KIND: kind for kind in (RunStart, Resume, Step, Epoch, RunEnd)
 }
-NOT_A_RECORD = "not_a_record"  # the union's error when the object's "record" names no kind
-
-
-def _kind_of(raw: Any) -> str | None:
-    """The tag of a JSON object (its "record" key) or of a typed record (its KIND)."""
-    if isinstance(raw, dict):
-        return raw.get("record") if isinstance(raw.get("record"), str) else None
-    return getattr(raw, "KIND", None)
-
-
-# Any record, told apart by its "record" key: pydantic picks the class and checks its fields.
-RECORD: TypeAdapter[Record] = TypeAdapter(
-    Annotated[
-        Annotated[RunStart, Tag(RunStart.KIND)]
-        | Annotated[Resume, Tag(Resume.KIND)]
-        | Annotated[Step, Tag(Step.KIND)]
-        | Annotated[Epoch, Tag(Epoch.KIND)]
-        | Annotated[RunEnd, Tag(RunEnd.KIND)],
-        Discriminator(_kind_of, custom_error_type=NOT_A_RECORD, custom_error_message="no kind"),
-    ]
-)
 # The records' entries (objects in their lists), each a definition of the JSON Schema.
 ENTRIES: tuple[type[Fields], ...] = (MemoryEntry, TrafficEntry, StepSplit)  # the last two: entries
 # The sections every resolved config has (common.core.config.config.Config).

@@ -216,7 +216,7 @@ class Trainer(Protocol):
 
     def tracing(self, folder: Path) -> AbstractContextManager[None]:
         """The framework's profiler over what runs inside, its trace written into `folder`
-        at the end (`common.core.train.traces`)."""
+        at the end (`common.core.train.tracing`)."""
         ...
 
     def stop_agreement(self, requested: Callable[[], bool]) -> StopAgreement:

@@ -21,7 +21,7 @@ from common.core.train.contract import Trainer
 from common.core.train.mid_epoch import MidEpoch
 from common.core.train.optim import learning_rate
 from common.core.train.progress import Progress
-from common.core.train.traces import Traces
+from common.core.train.tracing import Traces
 
 
 def train_epoch(

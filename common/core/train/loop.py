@@ -42,7 +42,7 @@ from common.core.train.contract import Trainer
 from common.core.train.epoch import train_epoch
 from common.core.train.mid_epoch import MidEpoch
 from common.core.train.progress import Progress
-from common.core.train.traces import Traces
+from common.core.train.tracing import Traces
 from common.models import weights
 
 

@@ -14,9 +14,8 @@ from typing import Any
 import jinja2
 
 from common.core import whole_files
-from common.report import traces as traces_model
-from common.report import verdict
-from common.report.render.tables import footnotes, markdown_table, table_lines
+from common.report import trace_files, verdict
+from common.report.render.tables import footnotes, markdown_table, section_text, table_lines
 from common.report.rows import RunGroup
 
 # The HTML page's template (render/templates/), escaped as HTML wherever it inserts text.
@@ -102,7 +101,7 @@ class Projection:
 
 @dataclass
 class LostRank:
-    """What a lost rank costs (`common.report.failure_costs`): the table's cells, the header
+    """What a lost rank costs (`common.report.lost_rank_table`): the table's cells, the header
     first, and lines saying where it was measured and what the columns mean."""
 
     cells: list[list[str]]
@@ -172,7 +171,7 @@ def write_html(
             (label, [(os.path.relpath(file, path.parent), file.name) for file in files])
             for label, files in traces or []
         ],
-        traces_how=traces_model.HOW + ".",
+        traces_how=trace_files.HOW + ".",
         sections=(
             ("Notes on the columns", footnotes(all_rows, target)),
             ("Not side by side", notes),
@@ -221,16 +220,13 @@ def write_markdown(
     if projection is not None:
         out += _projection_markdown(projection, path)
     if lost_rank is not None:
-        header, *lines = lost_rank.cells
-        out += [f"## {LOST_RANK_TITLE}", "", "| " + " | ".join(header) + " |"]
-        out += ["|" + "---|" * len(header)] + ["| " + " | ".join(line) + " |" for line in lines]
-        out += [""] + [f"- {note}" for note in lost_rank.notes] + [""]
+        out += [section_text(LOST_RANK_TITLE, lost_rank.cells, lost_rank.notes, "markdown")]
     if traces:
         out += ["## Traces", ""]
         for label, files in traces:
             links = [f"[{file.name}]({os.path.relpath(file, path.parent)})" for file in files]
             out += [f"- {label}: {', '.join(links)}"]
-        out += ["", traces_model.HOW + ".", ""]
+        out += ["", trace_files.HOW + ".", ""]
     all_rows = [row for group in groups for row in group.rows]
     out += ["## Notes on the columns", ""] + [f"- {n}" for n in footnotes(all_rows, target)]
     out += [""] + [f"- not side by side: {note}" for note in notes]

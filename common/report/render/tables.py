@@ -127,3 +127,15 @@ def size_table_lines(rows: list[SizeRow]) -> list[list[str]]:
     """The model-size axis as table lines (header first), smallest model first."""
     ordered = sorted(rows, key=lambda r: (r.params, r.framework, r.strategy, r.world))
     return table_lines(ordered, SIZE_COLUMNS)
+
+
+def section_text(title: str, cells: list[list[str]], notes: list[str], form: str) -> str:
+    """A titled table of cells (the header first) and its notes, for the terminal or as
+    Markdown (the lost-rank table, compare.py)."""
+    header, *lines = cells
+    if form == "terminal":
+        return "\n".join([f"== {title}", aligned(cells), *(f"  * {note}" for note in notes)])
+    body = ["| " + " | ".join(line) + " |" for line in lines]
+    rule = "|" + "---|" * len(header)
+    shown = [f"## {title}", "", "| " + " | ".join(header) + " |", rule, *body, ""]
+    return "\n".join([*shown, *(f"- {note}" for note in notes), ""])

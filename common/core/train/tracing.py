@@ -9,7 +9,7 @@ into the run folder's `traces/`:
 
 The traced steps are slower than the others; they fall in the first epoch, which the report's
 medians leave out. compare.py's report names every trace of its runs
-(`common.report.traces`).
+(`common.report.trace_files`).
 """
 
 from __future__ import annotations

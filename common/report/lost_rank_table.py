@@ -92,6 +92,21 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join([body[0], rule, *body[1:]])
 
 
+def gathered(results: list[str]) -> tuple[list[list[str]], list[str], list[str]]:
+    """The cells of every failure-cost file among the results (none: []), the lines saying
+    where each was measured and what the columns mean, and a problem per unreadable file."""
+    measured, problems = [], []
+    for path in found(results):
+        try:
+            measured.append(read(path))
+        except ValueError as error:
+            problems.append(str(error))
+    if not measured:
+        return [], [], problems
+    rows = [row for one in measured for row in one.rows]
+    return cells(rows), where(measured) + MEANINGS, problems
+
+
 def where(measured: list[Measured]) -> list[str]:
     """A line per file: where and when its rows were measured."""
     return [f"{m.path.name}: measured {m.measured} on {m.host}" for m in measured]

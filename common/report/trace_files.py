@@ -1,4 +1,4 @@
-"""The traces a run folder holds (`output.profile_steps`, `common.core.train.traces`), for the
+"""The traces a run folder holds (`output.profile_steps`, `common.core.train.tracing`), for the
 report to name beside the runs: torch's Chrome traces (one per rank) and TensorFlow's XSpace
 files (one per rank, under the folder TensorBoard reads)."""
 
