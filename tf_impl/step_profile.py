@@ -87,12 +87,10 @@ def split(
     )
 
 
-def profiled(
-    work: Callable[[], T], scopes: tuple[str, ...], keep: Path | None = None
-) -> tuple[T, StepSplit | None]:
+def profiled(work: Callable[[], T], scopes: tuple[str, ...]) -> tuple[T, StepSplit | None]:
     """work()'s result and where its time went; `scopes`: the optimizer's name scopes. The
-    XSpace is written under `keep` (a TensorBoard log folder) or a temporary folder. None for
-    the split, said once, where xprof is not installed."""
+    XSpace is written into a temporary folder. None for the split, said once, where xprof is
+    not installed."""
     if importlib.util.find_spec("xprof") is None:
         if not _warned:
             _warned.append("xprof")
@@ -102,7 +100,7 @@ def profiled(
             )
         return work(), None
     with tempfile.TemporaryDirectory(prefix="tf-profile-") as scratch:
-        folder = keep or Path(scratch)
+        folder = Path(scratch)
         tf.profiler.experimental.start(str(folder))
         try:
             start = time.perf_counter()
@@ -110,10 +108,8 @@ def profiled(
             wall_s = time.perf_counter() - start
         finally:
             tf.profiler.experimental.stop()
-        written = sorted(
-            folder.glob("plugins/profile/*/*.xplane.pb"), key=lambda p: p.stat().st_mtime
-        )
-        return result, split(op_times(written[-1:]), scopes, wall_s)
+        written = sorted(folder.glob("plugins/profile/*/*.xplane.pb"))  # one profile
+        return result, split(op_times(written), scopes, wall_s)
 
 
 UNSAFE = (

@@ -91,7 +91,6 @@ class TfTrainer(TrainerBase):
         self.applied_before = 0  # the optimizer's updates of earlier launches (a resume)
         self.counting: list[Call] | None = None  # collectives of the work count_calls runs
         self.counted_split: StepSplit | None = None  # where the counted step's time went
-        self.profile_folder: Path | None = None  # where its profile is kept; a scratch folder
         self.step_markers = False  # while tracing (output.profile_steps)
 
     def numerics(self) -> dict:
@@ -146,7 +145,7 @@ class TfTrainer(TrainerBase):
             return self._train_step(batch, lr)
         scopes = step_profile.scopes_of(self.optimizer)
         loss, self.counted_split = step_profile.profiled(
-            lambda: self._train_step(batch, lr), scopes, self.profile_folder
+            lambda: self._train_step(batch, lr), scopes
         )
         return loss
 
