@@ -6,7 +6,9 @@ inside one of the ranges below is that range's, torch_impl.traffic.split_seconds
   collectives   c10d ops and the backend's (gloo, NCCL) events: issuing and running them
   waiting       the FSDP ranges that wait for the collectives they issued: fully_shard's
                 all_gather and post_backward_reduce; FSDP1's pre-forward and pre- and
-                post-backward hooks (which also hold those hooks' own Python)
+                post-backward hooks (which also hold those hooks' own Python); and the time
+                a collective the backend runs on its own thread (DDP's gloo all-reduce) runs
+                while the step's thread runs no op: DDP's wait at the end of the backward
   FSDP + DTensor the rest of FSDP's hooks and copies (FSDP::*, fsdp::*,
                 FullyShardedDataParallel.*, the DTensor subclass dispatch, the autograd hooks
                 it registers)

@@ -8,6 +8,11 @@ The same profile splits the work's time by each event's own (self) time, so that
 twice (`category`): collectives (c10d ops and the backend's events, FSDP's waits on them), the
 sharding wrapper's own work (FSDP's hooks and copies, DTensor's dispatch) and compute (aten
 ops). On the CPU the aten ops' time is the math; on a GPU it is only their launch.
+
+A collective the backend runs on a thread of its own (gloo's DDP all-reduce) is an async event
+with no self time, and the op that waits for it (DDP's reducer, at the end of the backward) is
+no event at all: its exposed time, when the backend ran and no op of the step's threads did, is
+the step's wait for it (`exposed_seconds`); the rest of its run overlapped the computation.
 """
 
 from __future__ import annotations
@@ -87,9 +92,47 @@ def _owner(event: Any) -> str:
     return own
 
 
+def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def exposed_seconds(events: Any) -> tuple[float, float]:
+    """Of the collectives the backend ran asynchronously (async backend events, on its own
+    thread): seconds when no synchronous event ran (the step waited for them) and seconds when
+    one did (they overlapped the step's work)."""
+    ran = _union(
+        [
+            (event.time_range.start, event.time_range.end)
+            for event in events
+            if event.is_async and event.name.startswith(BACKENDS)
+        ]
+    )
+    busy = _union(
+        [(event.time_range.start, event.time_range.end) for event in events if not event.is_async]
+    )
+    overlapped = 0.0
+    index = 0
+    for start, end in ran:
+        while index < len(busy) and busy[index][1] <= start:
+            index += 1
+        probe = index
+        while probe < len(busy) and busy[probe][0] < end:
+            overlapped += min(end, busy[probe][1]) - max(start, busy[probe][0])
+            probe += 1
+    total = sum(end - start for start, end in ran)
+    return (total - overlapped) / 1e6, overlapped / 1e6
+
+
 def split_seconds(events: Any) -> dict[str, float]:
     """Seconds of each share but the rest, summed over `events`' self times (`profiler.events()`:
-    each event with its callers)."""
+    each event with its callers); "waiting" also takes the exposed time of the backend's
+    asynchronous collectives (`exposed_seconds`)."""
     found = {
         name: 0.0 for name in ("collectives", "waiting", "FSDP + DTensor", "optimizer", "compute")
     }
@@ -97,6 +140,7 @@ def split_seconds(events: Any) -> dict[str, float]:
         kind = _owner(event)
         if kind in found:
             found[kind] += event.self_cpu_time_total / 1e6
+    found["waiting"] += exposed_seconds(events)[0]
     return found
 
 

@@ -56,8 +56,9 @@ class StepSplit(Fields):
     )
     collectives_s: float = doc(
         "seconds issuing, running and waiting for collectives (torch: c10d and backend events, "
-        "FSDP's waits on them; TensorFlow: the Collective* ops' self time, the wait for the "
-        "peers included)"
+        "FSDP's waits on them, and the time a collective the backend runs on its own thread "
+        "runs while no op does, DDP's wait at the end of the backward; TensorFlow: the "
+        "Collective* ops' self time, the wait for the peers included)"
     )
     input_s: float | None = doc(
         "seconds fetching the step's samples inside the step (TensorFlow: gathers of the "
