@@ -21,7 +21,8 @@ import pytest
 
 from common.projection.step_model import communication_s, project
 from tests.slurm.jobs import ROOT_ONLY
-from tests.slurm.test_shaped_links import CASES, _names, _profile, _run, testcluster_links
+from tests.slurm.test_shaped_links import CASES, _profile, _run, testcluster_links
+from tests.slurm.veth_bytes import names_of
 
 pytestmark = [ROOT_ONLY, pytest.mark.scaling]
 OUT = os.environ.get("SUITE_SHAPED_OUT")
@@ -36,7 +37,7 @@ RATE = "25mbit"
 
 def _shaped_runs(cluster: int, tmp_path_factory, profiles: bool) -> dict:
     results = tmp_path_factory.mktemp(f"across{cluster}")
-    names = _names(cluster)
+    names = names_of(cluster)
     found: dict = {"runs": {}, "profiles": {}}
     testcluster_links.shape(names, RATE)
     try:

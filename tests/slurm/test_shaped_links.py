@@ -11,7 +11,10 @@ tool. Two checks:
   epoch records' wire bytes; on gloo a reduce_scatter runs as an all_reduce, so it sends the
   all_reduce's bytes, see ../shared/notes/communication.md);
 - time: the step time that shaping adds (the median steps of epochs 2 and 3, shaped minus
-  unshaped) agrees within 25% with what the projection gives for the same step on each profile.
+  unshaped) agrees within 25% with what the projection gives for the same step on each profile;
+- the split: the collectives' part of the profiled step (the epoch record's step_split, each
+  framework's own profiler) grows with the shaping as the profile prices the counted calls,
+  within 25%.
 
 Cases: ddp, fsdp2 (full_shard and shard_grad_op) and mwms on one rank per node, and hsdp on 2
 nodes of 2 ranks (shard groups within a node, so only the replicas' all-reduce crosses a veth),
@@ -37,6 +40,7 @@ from common.projection.link_profile import LinkProfile
 from common.projection.step_model import communication_s
 from common.report.inputs import load_runs
 from tests.slurm.jobs import REPO, ROOT_ONLY, slurm_env, submit, wait_for
+from tests.slurm.veth_bytes import expected_per_step, measured_per_step, names_of
 
 sys.path.insert(0, str(REPO / "slurm"))
 import testcluster_links  # noqa: E402 - the cluster's own module, beside its script
@@ -61,7 +65,6 @@ OUT = os.environ.get("SUITE_SHAPED_OUT")  # a folder for the measurements (docs'
 # shard_grad_op within 6%, and 20 s less of shaped measuring than 2 MiB); TensorFlow's goes on
 # to 2 MiB, since its fit up to 256 KiB priced mwms's step 16% low.
 MAX_BYTES = {"torch": 262_144, "tf": 2_097_152}
-HEADERS = 66  # bytes of Ethernet (14), IPv4 (20) and TCP with timestamps (32) per packet
 SMALL = [  # 30 steps per epoch (1,920 samples, a global batch of 64)
     *("--set", "data.train_limit=1920", "--set", "data.test_limit=500"),
     *("--set", "train.epochs=3", "--set", "dist.timeout_s=120", "--set", "model.dropout=false"),
@@ -84,10 +87,6 @@ def _epochs_written(path: Path) -> int:
         return 0
 
 
-def _names(nodes: int) -> list[str]:
-    return [f"n{index}" for index in range(1, nodes + 1)]
-
-
 def _run(framework, extra, results: Path, name: str, nodes: int, per_node: int = 1):
     """One job on every node; the veth counters read as each epoch record appears."""
     env = slurm_env(results)
@@ -107,7 +106,7 @@ def _run(framework, extra, results: Path, name: str, nodes: int, per_node: int =
         while not done.is_set():
             count = _epochs_written(metrics)
             if count and count not in seen:
-                seen[count] = testcluster_links.counters(_names(nodes))
+                seen[count] = testcluster_links.counters(names_of(nodes))
             time.sleep(0.01)
 
     watcher = threading.Thread(target=follow, daemon=True)
@@ -147,41 +146,6 @@ def _profile(
     return LinkProfile.model_validate_json(out.read_text())
 
 
-def _payload(counters: dict, node: str) -> int:
-    return counters[node]["sent_bytes"] - HEADERS * counters[node]["sent_packets"]
-
-
-def _expected_per_step(run, per_node: int, cross_node_only: bool) -> float:
-    """Bytes the accounting says each node sends per training step (see the docstring)."""
-    traffic = next(epoch.traffic for epoch in run.epochs if epoch.traffic)
-    total = 0.0
-    for entry in traffic:
-        if entry.phase != "train" or (cross_node_only and entry.kind != "all_reduce"):
-            continue
-        wire = entry.wire_bytes
-        if entry.kind == "reduce_scatter" and run.start.framework == "torch":
-            wire *= 2  # gloo runs it as an all_reduce: 2(n-1)/n of the buffer, not (n-1)/n
-        total += wire
-    return total * per_node
-
-
-def _eval_bytes(run, per_node: int, cross_node_only: bool) -> float:
-    traffic = next(epoch.traffic for epoch in run.epochs if epoch.traffic)
-    return per_node * sum(
-        entry.wire_bytes
-        for entry in traffic
-        if entry.phase == "eval" and not (cross_node_only and entry.kind != "all_reduce")
-    )
-
-
-def _measured_per_step(run, seen: dict, per_node: int, cross_node_only: bool) -> float:
-    assert 1 in seen and 3 in seen, f"epoch records seen: {sorted(seen)}"
-    nodes = _names(len(seen[1]))
-    sent = statistics.mean(_payload(seen[3], n) - _payload(seen[1], n) for n in nodes)
-    steps = sum(epoch.steps for epoch in run.epochs[1:])
-    return (sent - 2 * _eval_bytes(run, per_node, cross_node_only)) / steps
-
-
 def _median_step(run) -> float:
     return statistics.median(epoch.step_time_p50_s for epoch in run.epochs[1:])
 
@@ -192,7 +156,7 @@ def measured(cluster, tmp_path_factory):
     framework's link profile on each link."""
     results = tmp_path_factory.mktemp(f"shaped{cluster}")
     found: dict = {"profiles": {}, "runs": {}}
-    names = _names(cluster)
+    names = names_of(cluster)
     for link in ("off", RATE, HSDP_RATE):
         testcluster_links.shape(names, link)
         try:
@@ -231,8 +195,8 @@ def test_veth_bytes_per_step_agree_with_the_accounting(cluster, measured, case):
     per_node, cross = (2, True) if case == "hsdp" else (1, False)
     for link in ("off", HSDP_RATE if case == "hsdp" else RATE):
         run, seen = measured["runs"][case, link]
-        counted = _measured_per_step(run, seen, per_node, cross)
-        expected = _expected_per_step(run, per_node, cross)
+        counted = measured_per_step(run, seen, per_node, cross)
+        expected = expected_per_step(run, per_node, cross)
         print(
             f"{case} x{cluster} {link}: veth {counted:,.0f} B/step per node, accounting "
             f"{expected:,.0f}"
@@ -283,3 +247,29 @@ def test_hsdp_s_added_step_time_agrees_with_the_projection_of_two_tiers(cluster,
     figures = {"added_s": added, "projected_s": projected, "flat_s": flat, "link": HSDP_RATE}
     _keep(cluster, "time", "hsdp", figures)
     assert added == pytest.approx(projected, rel=0.25), (added, projected)
+
+
+@pytest.mark.parametrize("cluster", NODES, indirect=True)
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_collectives_part_grows_as_the_profile_prices_it(cluster, measured, case):
+    """The step split's collectives part (torch: c10d's events and the waits on them;
+    TensorFlow: the Collective* ops' self time) against the link profile's price of the same
+    counted calls: what the profiler calls collectives is what the link costs."""
+    framework = CASES[case][0]
+    free, shaped = (measured["runs"][case, link][0] for link in ("off", RATE))
+    free_link, slow_link = (measured["profiles"][framework, link] for link in ("off", RATE))
+    parts = [
+        next((epoch.step_split for epoch in run.epochs if epoch.step_split), None)
+        for run in (free, shaped)
+    ]
+    assert None not in parts, f"{case}: no step split recorded"
+    grown = parts[1].collectives_s - parts[0].collectives_s
+    world = shaped.start.world_size
+    projected = communication_s(shaped, slow_link, world) - communication_s(free, free_link, world)
+    print(
+        f"{case} x{cluster}: the collectives part grew {grown * 1e3:.1f} ms per step "
+        f"({parts[0].collectives_s * 1e3:.1f} to {parts[1].collectives_s * 1e3:.1f}), the "
+        f"profile prices {projected * 1e3:.1f}"
+    )
+    _keep(cluster, "split", case, {"grown_s": grown, "projected_s": projected})
+    assert grown == pytest.approx(projected, rel=0.25), (case, grown, projected)
