@@ -31,8 +31,33 @@ def test_each_run_gets_its_memory_per_rank_at_every_worker_count(tmp_path, capsy
     assert [row["world"] for row in rows] == [2, 8]
     for row in rows:
         assert row["state_bytes"] > 0 and row["peak_bytes"] >= row["state_bytes"]
+        assert row["above_bytes"] is None  # its records hold no base: nothing measured above
         assert row["total_bytes"] == row["base_bytes"] + row["peak_bytes"]
         assert row["fits"] is True  # the seed MLP's 0.4 MB of parameters, on 1 GiB
+
+
+def test_what_the_measured_peak_held_above_base_and_tensors_is_carried_to_n(tmp_path, capsys):
+    """The largest rank's peak less its base and the tracker's tensors at the run's own size:
+    carried to every N, so that the total at the run's own size is its measured peak."""
+    path = tmp_path / "run" / "metrics.jsonl"
+    write_run(path)
+    lines = path.read_text().splitlines()
+    for index, line in enumerate(lines):
+        record = json.loads(line)
+        for rank, entry in enumerate(record.get("memory", [])):
+            entry.update(peak_bytes=(300 + 20 * rank) * 2**20, baseline_bytes=250 * 2**20)
+        lines[index] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n")
+    link_profile.write(profile(), tmp_path / "links.json")
+    argv = [str(tmp_path), "--project", "2,8", "--device-memory", "1GiB", "--format", "json"]
+    assert compare.main(argv) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    (own, eight) = [line["projection"] for line in out if "projection" in line][0]["memory"]
+    assert own["measured_bytes"] == own["total_bytes"] == 320 * 2**20  # rank 1, the largest
+    above = 320 * 2**20 - 250 * 2**20 - own["peak_bytes"]
+    assert own["above_bytes"] == eight["above_bytes"] == above
+    assert eight["total_bytes"] == 250 * 2**20 + eight["peak_bytes"] + above
+    assert eight["measured_bytes"] is None
 
 
 def test_the_largest_size_that_fits_is_named_per_strategy(tmp_path, capsys):
