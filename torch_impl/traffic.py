@@ -113,6 +113,8 @@ def exposed_seconds(events: Any) -> tuple[float, float]:
             if event.is_async and event.name.startswith(BACKENDS)
         ]
     )
+    if not ran:  # no collective ran on a thread of the backend's own
+        return 0.0, 0.0
     busy = _union(
         [(event.time_range.start, event.time_range.end) for event in events if not event.is_async]
     )

@@ -30,6 +30,7 @@ class Event:
     name: str
     self_cpu_time_total: float
     cpu_parent: "Event | None" = None
+    is_async: bool = False  # a collective the backend runs on its own thread is async
 
 
 def test_an_aten_op_is_its_caller_s_when_a_range_of_fsdp_or_the_optimizer_calls_it():

@@ -24,8 +24,6 @@ from common.core.train.optim import learning_rate
 from common.core.train.progress import Progress
 from common.core.train.tracing import Traces
 
-PROFILED = 3  # steps profiled for the step split, from the counted one
-
 
 def train_epoch(
     cfg: Config,
@@ -42,9 +40,9 @@ def train_epoch(
 ) -> recorder.EpochResult:
     """Train one epoch (0-based) under the train clock; the clock pauses for step records,
     progress lines and `mid`'s checkpoints. `counted` collects the collectives of the second
-    step this launch takes in it; that step and the next (PROFILED in all) are profiled, each
-    a call of its own, and the result's `step_split` is the split of the one of median wall
-    time (one profiled step is one sample of a noisy clock). A resumed epoch starts at
+    step this launch takes in it; that step and the next (`trainer.split_steps` in all) are
+    profiled, each a call of its own, and the result's `step_split` is the split of the one of
+    median wall time (one profiled step is one sample of a noisy clock). A resumed epoch starts at
     `start_step`, this rank's loss sum of the earlier steps `carried`. `traces` traces the calls
     after the profiled ones (after the first, when none is profiled) until it has its steps."""
     steps = trainer.steps_per_epoch
@@ -63,7 +61,7 @@ def train_epoch(
     # past the first step's set-up
     alone = start_step + min(1, steps - start_step - 1) if counted is not None else None
     cuts = mid.cuts(epoch) if mid is not None else []
-    apart = min(PROFILED, steps - alone) if alone is not None else 0
+    apart = min(trainer.split_steps, steps - alone) if alone is not None else 0
     splits: list[StepSplit] = []
     # the last call a trace leaves out: its profiler and the split's must not overlap
     set_up = alone + apart - 1 if alone is not None else start_step

@@ -51,6 +51,7 @@ class TrainerBase:
     memory_baseline: int
     train_step: Callable[[Any, float], Any]
     """Set by the subclass as a method: one optimizer step (`contract.Trainer.train_step`)."""
+    split_steps = 3  # `contract.Trainer.split_steps`: one profiled step is one noisy sample
 
     def __init__(self, cfg: Config, info: Any):
         self.cfg, self.info, self.spec = cfg, info, info.spec
