@@ -68,10 +68,6 @@ T = TypeVar("T")
 
 
 class TfTrainer(TrainerBase):
-    # One: each profile is a profiler session and an xprof read in a subprocess (about 1 s),
-    # and sessions are what corrupt TensorFlow's heap (docs/performance.md). Three made a
-    # clean clone's make test 200 s slower on [B] and killed a rank by SIGBUS in 1 of its runs.
-    split_steps = 1
     """tf_impl's side of `common.core.train.trainer.Trainer`: what only TensorFlow knows, nothing
     else."""
 
