@@ -208,4 +208,3 @@ def test_calls_group_the_steps_and_leave_the_counted_step_alone():
     assert list(calls(10, 4, alone=1)) == [(0, 1), (1, 1), (2, 4), (6, 4)]
     assert list(calls(3, 1, alone=1)) == [(0, 1), (1, 1), (2, 1)]
     assert list(calls(1, 8, alone=0)) == [(0, 1)]
-    assert list(calls(10, 4, 1, 0, [], 3)) == [(0, 1), (1, 1), (2, 1), (3, 1), (4, 4), (8, 2)]

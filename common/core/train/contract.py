@@ -118,9 +118,6 @@ class Trainer(Protocol):
     device_type: str
     """"cpu" or "gpu"."""
     device_name: str
-    split_steps: int
-    """Steps profiled for the step split, from the counted one (`common.core.train.epoch`):
-    each its own call, the median one's split recorded."""
 
     def versions(self) -> dict[str, str]:
         """Library versions beyond python and numpy (CUDA, NCCL, cuDNN, Keras ...)."""

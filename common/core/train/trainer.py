@@ -51,12 +51,6 @@ class TrainerBase:
     memory_baseline: int
     train_step: Callable[[Any, float], Any]
     """Set by the subclass as a method: one optimizer step (`contract.Trainer.train_step`)."""
-    # `contract.Trainer.split_steps`. One: a profiled step is one noisy sample, but each more
-    # costs a run its profiler's processing (torch: 0.2 to 0.4 s a step for fsdp2 x2 on [B], a
-    # clean clone's make test 980 s instead of 785 at 3 steps; TensorFlow: a profiler session
-    # and an xprof read each, and its sessions are what corrupt its heap). Readers of the split
-    # take its shares (tests/slurm/test_shaped_links.py) where one step must not stand for all.
-    split_steps = 1
 
     def __init__(self, cfg: Config, info: Any):
         self.cfg, self.info, self.spec = cfg, info, info.spec
