@@ -13,11 +13,9 @@ A rank's whole peak is three parts, each carried to N by what it scales with:
 - above both: the run's measured peak (the largest rank's; on a GPU the caching allocator's
   reservation where recorded) less its base and the tracker's tensors at the run's own size.
   It is what the allocator keeps after a free, the collective library's buffers and threads,
-  the autograd graph, Python's objects, TensorFlow's runtime. Carried unchanged: on [B]
-  (2026-11-27, MLP 3 x 2048 and 3 x 4096, Adam, 2 and 4 ranks) it did not follow the tensors
-  (fsdp2 3 x 4096: 291 MiB above 450 MiB of tensors at 2 ranks, 347 above 327 at 4), and
-  carried unchanged from 2 ranks it put the 4-rank total within -6% to +4% of the measured
-  peak for ddp, fsdp2 and mwms (docs/communication.md). So "fits" keeps MARGIN spare.
+  the autograd graph, Python's objects, TensorFlow's runtime. Carried unchanged, since it does
+  not follow the tensors (the measurements are in docs/communication.md, "The whole rank");
+  "fits" keeps MARGIN spare for the rule's error.
 At the run's own size the total is its measured peak, the run table's "peak MiB/rank".
 """
 
@@ -256,10 +254,9 @@ def lines(rows: list[MemoryRow], device: int | None) -> list[str]:
         "(measured)"
     )
     out.append(
-        f"  * fits: the total and {MARGIN:.0%} more within the device (carried from 2 ranks to "
-        "4, the total was within -6% to +4% of the measured peak on [B]); on a GPU the CUDA "
-        "context and NCCL's buffers lie outside the allocator's figures: modelled as part of "
-        "the base, not measured here"
+        f"  * fits: the total and {MARGIN:.0%} more within the device, the spare for the "
+        "rule's error (docs/communication.md); on a GPU the CUDA context and NCCL's buffers "
+        "lie outside the allocator's figures and so outside this total"
     )
     out.append(
         "  * the peak is a real rank's while its collectives keep pace; one whose peer lags "
