@@ -22,7 +22,6 @@ trainer, built as training builds it, and prints them, as `torch_impl.step_profi
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import subprocess
@@ -139,11 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     from tf_impl import dist
     from tf_impl.train import TfTrainer
 
-    parser = argparse.ArgumentParser(prog="python -m tf_impl.step_profile", description=__doc__)
-    parser.add_argument("--config")
-    parser.add_argument("--set", action="append", default=[], dest="overrides")
-    parser.add_argument("--steps", type=int, default=20)
-    args = parser.parse_args(argv)
+    args = shown.arguments("python -m tf_impl.step_profile", __doc__, argv)
     spec = environment.from_environment()
     cfg = config_io.load_config(args.config, args.overrides)
     info = dist.setup_distributed(cfg, spec)

@@ -25,7 +25,6 @@ The chief prints one line per category in ms per step, and one JSON line (`STEP_
 
 from __future__ import annotations
 
-import argparse
 import time
 
 from torch.profiler import ProfilerActivity, profile
@@ -47,11 +46,7 @@ def split(events, steps: int, wall_s: float) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torch_impl.step_profile", description=__doc__)
-    parser.add_argument("--config")
-    parser.add_argument("--set", action="append", default=[], dest="overrides")
-    parser.add_argument("--steps", type=int, default=20)
-    args = parser.parse_args(argv)
+    args = step_profile.arguments("python -m torch_impl.step_profile", __doc__, argv)
     spec = environment.from_environment()
     cfg = config_io.load_config(args.config, args.overrides)
     info = dist.setup_distributed(resolve_strategy(cfg, spec.world_size), spec)

@@ -4,8 +4,18 @@ one JSON line (`STEP_PROFILE`) that tests and scripts read."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
+
+
+def arguments(prog: str, description: str | None, argv: list[str] | None) -> argparse.Namespace:
+    """Both step profilers' command line: --config, --set KEY=VALUE (repeatable), --steps."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--config")
+    parser.add_argument("--set", action="append", default=[], dest="overrides")
+    parser.add_argument("--steps", type=int, default=20)
+    return parser.parse_args(argv)
 
 
 def report(label: str, walls: list[float], ms_per_step: dict[str, float]) -> None:
