@@ -1,10 +1,11 @@
 """Bring up MultiWorkerMirroredStrategy from the `common` cluster description.
 
 TF_CONFIG is set (by `common.launch.cluster.write_tf_config`, its one writer) before TensorFlow does
-anything else; every rank is one worker with one device (a GPU picked by local rank, or the
-CPU). Start-up is bounded twice: the ranks first meet in `common.launch.rendezvous` (retried, names
-a missing worker), and TensorFlow's coordination service then gets dist.startup_timeout_s to
-register everyone.
+anything else, or, under torchrun, which does not tell the peers' hosts, once the ranks' meeting
+has told them (`common.launch.rendezvous`), before the strategy reads it. Every rank is one worker
+with one device (a GPU picked by local rank, or the CPU). Start-up is bounded twice: the ranks
+first meet in `common.launch.rendezvous` (retried, names a missing worker), and TensorFlow's
+coordination service then gets dist.startup_timeout_s to register everyone.
 """
 
 from __future__ import annotations
@@ -98,13 +99,15 @@ def setup_distributed(cfg: Config, spec: cluster.ClusterSpec) -> DistInfo:
     """Set TF_CONFIG, take this worker's device and its share of the cores, meet the peers,
     build the strategy."""
     cfg.train.global_batch_size(spec.world_size)  # fails early on a batch that does not split
-    cluster.write_tf_config(spec, os.environ)
+    if spec.hosts or spec.world_size == 1:  # else (torchrun) the peers' meeting tells them
+        cluster.write_tf_config(spec, os.environ)
     if cfg.dist.deterministic:  # before any op; the seeds are set where the model is built
         tf.config.experimental.enable_op_determinism()
     device_type, device_name = pick_device(cfg, spec)
     threads = set_threads(spec)
     if spec.world_size > 1:
-        rendezvous.wait_for_peers(spec, cfg.dist.startup_timeout_s, cfg.dist.startup_retries)
+        spec = rendezvous.wait_for_peers(spec, cfg.dist.startup_timeout_s, cfg.dist.startup_retries)
+        cluster.write_tf_config(spec, os.environ)  # read by the strategy, built below
         _configure_coordination(cfg, spec)
     options = tf.distribute.experimental.CommunicationOptions(
         implementation=COMMUNICATION[cfg.tf.communication],

@@ -16,6 +16,11 @@ So the whole start-up is bounded by dist.startup_timeout_s (and GRACE_S), whatev
 attempts (as torch's store is, `torch_impl.dist`): a missing worker is named on every rank, and a
 rank that reached something that accepts connections but never answers (a stopped chief, a stale
 process holding the port) says so (`what_is_at` tells which it was).
+
+Where the launcher does not tell the peers' hosts (torchrun gives each worker only MASTER_ADDR), the
+meeting learns them: each rank says the TensorFlow port it took, the chief reads each rank's
+address off its connection and answers every rank the whole list with the "go". torchrun's agent
+holds MASTER_PORT (its rendezvous store), so that meeting is on MASTER_PORT + 1.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import os
 import socket
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 from common.launch.cluster import ClusterSpec
@@ -86,31 +92,36 @@ def _send(connection: socket.socket, message: dict[str, Any]) -> None:
         pass  # that rank is gone; it will fail on its own
 
 
-def _serve(spec: ClusterSpec, timeout_s: float, attempts: int) -> None:
+def _serve(spec: ClusterSpec, timeout_s: float, attempts: int, own_port: int) -> list[str]:
+    """Every rank's "host:port" (the address it came from, the port it said; the chief's own
+    first) once all have arrived."""
     server = listen(spec)
     server.settimeout(RETRY_S)
     arrived: dict[int, socket.socket] = {}
+    workers = {0: f"{spec.master_addr}:{own_port}"}
     try:
         part = timeout_s / attempts  # the chief says who is missing after each part
         for attempt in range(1, attempts + 1):
             deadline = time.monotonic() + part
             while len(arrived) < spec.world_size - 1 and time.monotonic() < deadline:
                 try:
-                    connection, _ = server.accept()
+                    connection, (address, *_) = server.accept()
                 except TimeoutError:
                     continue
                 connection.settimeout(timeout_s)
                 try:
                     hello = json.loads(connection.makefile().readline())
                     arrived[int(hello["rank"])] = connection
+                    workers[int(hello["rank"])] = f"{address}:{int(hello.get('tf_port', 0))}"
                     _send(connection, {"arrived": True})
                 except (OSError, ValueError, KeyError, TypeError):
                     connection.close()
             missing = [rank for rank in range(1, spec.world_size) if rank not in arrived]
             if not missing:
+                listed = [workers[rank] for rank in range(spec.world_size)]
                 for connection in arrived.values():
-                    _send(connection, {"go": True})
-                return
+                    _send(connection, {"go": True, "workers": listed})
+                return listed
             print(
                 f"rendezvous attempt {attempt}/{attempts}: after {attempt * part:g} s of "
                 f"dist.startup_timeout_s={timeout_s:g} s still waiting for "
@@ -132,7 +143,8 @@ def _serve(spec: ClusterSpec, timeout_s: float, attempts: int) -> None:
         server.close()
 
 
-def _join(spec: ClusterSpec, timeout_s: float, attempts: int) -> None:
+def _join(spec: ClusterSpec, timeout_s: float, own_port: int) -> list[str]:
+    """The chief's list of every rank's "host:port", once all have arrived."""
     deadline = time.monotonic() + timeout_s + GRACE_S  # the chief decides first
     address = (spec.master_addr, spec.master_port)
     while True:
@@ -150,7 +162,7 @@ def _join(spec: ClusterSpec, timeout_s: float, attempts: int) -> None:
         connection.settimeout(max(1.0, deadline - time.monotonic()))  # a live chief: at once
         answers = connection.makefile()
         try:
-            _send(connection, {"rank": spec.rank})
+            _send(connection, {"rank": spec.rank, "tf_port": own_port})
             answer = json.loads(answers.readline() or "{}")
         except TimeoutError:
             raise RendezvousError(
@@ -170,13 +182,30 @@ def _join(spec: ClusterSpec, timeout_s: float, attempts: int) -> None:
     if not answer.get("go"):
         reason = answer.get("error", "the chief closed the connection")
         raise RendezvousError(f"rank {spec.rank}: the chief gave up: {reason}")
+    return list(answer.get("workers", []))
 
 
-def wait_for_peers(spec: ClusterSpec, timeout_s: float, attempts: int) -> None:
-    """Return once every rank of `spec` has arrived; raise RendezvousError naming who did not."""
+def _free_port() -> int:
+    """A TCP port free on every interface of this host a moment ago."""
+    with socket.create_server(("", 0)) as probe:
+        return int(probe.getsockname()[1])
+
+
+def wait_for_peers(spec: ClusterSpec, timeout_s: float, attempts: int) -> ClusterSpec:
+    """Return once every rank of `spec` has arrived (raise RendezvousError naming who did not):
+    `spec`, or, where it has no hosts, `spec` with every rank's host and TensorFlow port learnt
+    at the meeting (held on MASTER_PORT + 1) and that port as its rendezvous port."""
     if spec.world_size == 1:
-        return
+        return spec
+    learn = not spec.hosts
+    own_port = 0
+    if learn:
+        spec, own_port = replace(spec, master_port=spec.master_port + 1), _free_port()
     if spec.is_chief:
-        _serve(spec, timeout_s, attempts)
+        workers = _serve(spec, timeout_s, attempts, own_port)
     else:
-        _join(spec, timeout_s, attempts)
+        workers = _join(spec, timeout_s, own_port)
+    if not learn:
+        return spec
+    hosts, ports = zip(*(worker.rsplit(":", 1) for worker in workers), strict=True)
+    return replace(spec, hosts=tuple(hosts), tf_ports=tuple(int(port) for port in ports))

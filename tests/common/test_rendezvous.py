@@ -2,6 +2,7 @@
 
 import threading
 import time
+from dataclasses import replace
 
 from common.launch.cluster import ClusterSpec, free_ports, local_spec
 from common.launch.rendezvous import RendezvousError, wait_for_peers
@@ -64,3 +65,30 @@ def test_the_port_can_be_used_again_for_a_second_meeting():
     (port,) = free_ports(1)
     assert _run_ranks([0, 1], 2, port) == {0: "go", 1: "go"}
     assert _run_ranks([0, 1], 2, port) == {0: "go", 1: "go"}
+
+
+def test_without_hosts_the_meeting_tells_every_rank_the_same_workers():
+    """torchrun tells a worker only MASTER_ADDR/PORT (the agent's store holds that port): the
+    meeting on the next port gives every rank each rank's address and its own TF port."""
+    (port,) = free_ports(1)
+    learnt = {}
+
+    def one(rank):
+        bare = replace(_spec(rank, 3, port), hosts=(), tf_ports=(), master_addr="127.0.0.1")
+        learnt[rank] = wait_for_peers(bare, 5.0, 1)
+
+    threads = [threading.Thread(target=one, args=(rank,)) for rank in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert (
+        len(learnt) == 3
+        and len({spec.tf_config()["cluster"]["worker"][0] for spec in learnt.values()}) == 1
+    )
+    first = learnt[0]
+    assert first.master_port == port + 1 and first.hosts == ("127.0.0.1",) * 3
+    assert len(set(first.tf_ports)) == 3 and 0 not in first.tf_ports
+    assert all(
+        spec.tf_ports == first.tf_ports and spec.rank == rank for rank, spec in learnt.items()
+    )

@@ -1,7 +1,8 @@
 """Elastic restarts: a rank SIGKILLed after step 15 (`SUITE_KILL_AT`), its peers stopped, and
 every rank started again by the launcher (`python -m common.launch --max-restarts 1`, `torchrun
---max-restarts 1`): the run goes on from its step-10 checkpoint and ends with run_end success
-and the weights, bit for bit, of a run that never failed, having lost 5 steps."""
+--max-restarts 1`; both frameworks under both): the run goes on from its step-10 checkpoint and
+ends with run_end success and the weights, bit for bit, of a run that never failed, having lost
+5 steps."""
 
 import os
 import signal
@@ -89,11 +90,18 @@ def uninterrupted(tmp_path_factory):
 
 @pytest.mark.parametrize(
     ("launcher", "module"),
-    [("local", "torch_impl.train"), ("torchrun", "torch_impl.train"), ("local", "tf_impl.train")],
+    [
+        ("local", "torch_impl.train"),
+        ("torchrun", "torch_impl.train"),
+        ("local", "tf_impl.train"),
+        ("torchrun", "tf_impl.train"),
+    ],
 )
-def test_a_killed_rank_restarts_the_group_from_the_last_step_checkpoint(launcher, module, tmp_path):
+def test_a_killed_rank_restarts_the_group_from_the_last_step_checkpoint(
+    launcher, module, tmp_path, uninterrupted
+):
     strategy = ["torch.strategy=ddp"] if module.startswith("torch") else []
-    _, whole = runner(module, tmp_path, warm=True)("whole", 2, *SETTINGS, *strategy, small=False)
+    whole = uninterrupted(module)
     extra = [f"--set={s}" for s in strategy]
     done = killed_run(launcher, module, tmp_path, "killed", *extra)
     assert done.returncode == 0, done.stdout + done.stderr
