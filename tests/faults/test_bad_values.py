@@ -108,6 +108,20 @@ def test_bad_settings_are_refused_before_a_run_folder_exists(module, case, tmp_p
     assert not (tmp_path / "out").exists() and not (tmp_path / "r").exists()
 
 
+@pytest.mark.parametrize("module", ["torch_impl.train", "tf_impl.train"])
+def test_a_refused_launch_never_imports_its_framework(module, tmp_path):
+    """A bad setting is refused before the framework's import (TensorFlow's takes 3 s here, and
+    prints its start-up lines): `python -X importtime` lists every module the program imported."""
+    command = [sys.executable, "-X", "importtime", "-m", module, "--set", "train.seed=-1"]
+    command += ["--set", f"output.dir={tmp_path}"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if "|" in line}
+    assert "numpy" in imported  # the list is there
+    assert not {"torch", "tensorflow", "keras"} & imported, sorted(imported)
+    assert done.stderr.splitlines()[-1].startswith("error: train.seed must be in 0..4294967295")
+
+
 def test_a_key_given_twice_in_a_preset_is_refused_with_both_lines(tmp_path):
     preset = tmp_path / "twice.yaml"
     preset.write_text("optim:\n  name: sgd\n  lr: 0.01\n  lr: 0.1\n")
