@@ -12,6 +12,10 @@ What each part of a step means:
   backward    the tape's gradients of that scaled loss
   update      `apply_gradients` sums the gradients over the workers (MWMS's all-reduce), then
               applies the optimizer's step (no gradient clipping)
+  micro-      with train.accumulation_steps k, the worker's batch is split into k equal parts,
+  batches     each part's forward and backward run in turn and their gradients are added up
+              (each part's loss is already divided by the global batch); one apply_gradients,
+              so one all-reduce, per optimizer step
 """
 
 from __future__ import annotations
@@ -37,13 +41,30 @@ def loss_and_gradients(model, optimizer, images, labels, global_batch: int):
     return loss, tape.gradient(scaled, model.trainable_variables)
 
 
-def optimizer_step(model, optimizer, forward_backward, images, labels):
+def accumulated(forward_backward, images, labels, micro_batches: int):
+    """`forward_backward` over the batch in `micro_batches` equal parts, one after another: the
+    summed loss and the summed gradients (the gradients of the batch's share of the mean)."""
+    if micro_batches == 1:
+        return forward_backward(images, labels)
+    loss, gradients = None, None
+    parts = zip(tf.split(images, micro_batches), tf.split(labels, micro_batches), strict=True)
+    for part_images, part_labels in parts:
+        part, part_gradients = forward_backward(part_images, part_labels)
+        if gradients is None:
+            loss, gradients = part, list(part_gradients)
+        else:
+            loss += part
+            gradients = [sum_ + new for sum_, new in zip(gradients, part_gradients, strict=True)]
+    return loss, gradients
+
+
+def optimizer_step(model, optimizer, forward_backward, images, labels, micro_batches: int = 1):
     """One step on this worker's batch, run by `strategy.run` on each replica; returns its share
     of the global mean loss. `forward_backward(images, labels)` is this run's
     `loss_and_gradients`, compiled by XLA under tf.jit_compile; the all-reduce inside
     apply_gradients cannot be (MWMS's collective ops run outside XLA clusters), so the update
     stays outside it."""
-    loss, gradients = forward_backward(images, labels)
+    loss, gradients = accumulated(forward_backward, images, labels, micro_batches)
     # Keras sums the gradients over the workers: sum of (local sum / global batch) is the
     # gradient of the global mean, as DDP's average of local means is.
     optimizer.apply_gradients(list(zip(gradients, model.trainable_variables, strict=True)))
@@ -57,6 +78,7 @@ def make_train_step(
     global_batch: int,
     jit_compile: bool = False,
     source: tuple = (),
+    micro_batches: int = 1,
 ):
     """`train_step(images, labels, lr)`, one step per call on every worker, and
     `train_steps(indices, lrs)`, several steps over `source`, the preloaded (images, labels),
@@ -72,7 +94,7 @@ def make_train_step(
         forward_backward = tf.function(forward_backward, jit_compile=True)
 
     def replica_step(images, labels):
-        return optimizer_step(model, optimizer, forward_backward, images, labels)
+        return optimizer_step(model, optimizer, forward_backward, images, labels, micro_batches)
 
     def one_step(images, labels, lr):
         optimizer.learning_rate.assign(lr)

@@ -127,6 +127,7 @@ class TfTrainer(TrainerBase):
             self.global_batch,
             jit_compile=cfg.tf.jit_compile,
             source=(self.data.train_images, self.data.train_labels),
+            micro_batches=cfg.train.accumulation_steps,
         )
         self.eval_step = make_eval_step(self.model, jit_compile=cfg.tf.jit_compile)
 

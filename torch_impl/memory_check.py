@@ -125,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
         strategy = get("torch", cfg.torch.strategy)
         if strategy.parameters == "flat":
             raise ValueError("fsdp1 is not tracked (torch_impl.memory_plan): nothing to check")
+        if cfg.train.accumulation_steps > 1:
+            raise ValueError(
+                "train.accumulation_steps > 1 is not tracked (torch_impl.memory_plan): nothing "
+                "to check"
+            )
         batch = per_rank_batch(cfg, spec.world_size, "strong", run_world=spec.world_size)
         info = dist.setup_distributed(cfg, spec)
     except ValueError as error:

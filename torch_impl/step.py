@@ -11,15 +11,36 @@ its twin is `tf_impl.step.optimizer_step`. What each line means on every strateg
               the gradients and skips the update when one is inf or NaN (every rank the same)
   update      the optimizer's step at the learning rate of this step (no gradient clipping)
 The loss returned is this rank's share of the global-batch mean: the ranks' shares add up to it.
+
+With train.accumulation_steps k the rank's batch is split into k equal micro-batches: each one's
+mean loss, divided by k, is backpropagated, so that the summed gradient is that of the batch's
+mean, and the optimizer steps once. The gradients are exchanged on the last micro-batch only:
+DDP and FSDP1 skip it inside `no_sync()`, fully_shard (fsdp2, hsdp) by
+`set_requires_gradient_sync(False)`; fully_shard still all-gathers each unit for every
+micro-batch, as its resharding says.
 """
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
+from torch.distributed.fsdp import FSDPModule
 
 from torch_impl.optim import set_learning_rate
 from torch_impl.precision import Amp
+
+
+def gradient_sync(model: torch.nn.Module, sync: bool) -> contextlib.AbstractContextManager:
+    """Where the backward inside it exchanges the gradients (`sync`) or keeps them on this rank
+    to be added to: fully_shard's switch, set for the backward that follows; DDP's and FSDP1's
+    `no_sync()`; nothing for one process."""
+    if isinstance(model, FSDPModule):
+        model.set_requires_gradient_sync(sync)
+        return contextlib.nullcontext()
+    no_sync = getattr(model, "no_sync", None)  # DistributedDataParallel, FSDP1
+    return no_sync() if no_sync is not None and not sync else contextlib.nullcontext()
 
 
 def optimizer_step(
@@ -30,13 +51,26 @@ def optimizer_step(
     labels: torch.Tensor,
     lr: float,
     dp_size: int,
+    micro_batches: int = 1,
 ) -> torch.Tensor:
-    """One step on this rank's batch; returns its share of the global mean loss."""
+    """One step on this rank's batch, in `micro_batches` parts; returns its share of the global
+    mean loss."""
     set_learning_rate(optimizer, lr)
     optimizer.zero_grad(set_to_none=True)
-    with amp.forward_context():
-        logits = model(images)
-    loss = F.cross_entropy(logits.float(), labels)
-    amp.scale(loss).backward()  # the loss itself without fp16 loss scaling
+    if micro_batches == 1:
+        with amp.forward_context():
+            logits = model(images)
+        loss = F.cross_entropy(logits.float(), labels)
+        amp.scale(loss).backward()  # the loss itself without fp16 loss scaling
+    else:
+        loss = torch.zeros((), device=images.device)
+        parts = zip(images.chunk(micro_batches), labels.chunk(micro_batches), strict=True)
+        for index, (part_images, part_labels) in enumerate(parts):
+            with gradient_sync(model, sync=index == micro_batches - 1):
+                with amp.forward_context():
+                    logits = model(part_images)
+                part = F.cross_entropy(logits.float(), part_labels) / micro_batches
+                amp.scale(part).backward()
+            loss += part.detach()
     amp.step(optimizer)  # the optimizer's step, or the scaler's (which may skip it)
     return loss.detach() / dp_size

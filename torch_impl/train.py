@@ -168,7 +168,14 @@ class TorchTrainer(TrainerBase):
     def train_step(self, batch, lr: float) -> torch.Tensor:
         images, labels = batch
         return optimizer_step(
-            self.model, self.optimizer, self.amp, images, labels, lr, self.dims.dp_size
+            self.model,
+            self.optimizer,
+            self.amp,
+            images,
+            labels,
+            lr,
+            self.dims.dp_size,
+            self.cfg.train.accumulation_steps,
         )
 
     def evaluate(self) -> tuple[float, float]:

@@ -168,8 +168,9 @@ class RecordedRun:
 
     def row_variant(self) -> str:
         """The framework section's settings that differ from their defaults (not the strategy),
-        e.g. "cpu_offload=True", train.steps_per_call when not 1, and the sizes of a run that
-        changed size: runs that differ in them get rows of their own."""
+        e.g. "cpu_offload=True", train.steps_per_call and train.accumulation_steps when not 1,
+        and the sizes of a run that changed size: runs that differ in them get rows of their
+        own."""
         section = self.start.config.get(self.start.framework)
         defaults = FRAMEWORK_DEFAULTS.get(self.start.framework, {})
         said = []
@@ -179,8 +180,9 @@ class RecordedRun:
                 for key, value in sorted(section.items())
                 if key != "strategy" and defaults.get(key) != value
             ]
-        per_call = self.start.config.get("train", {}).get("steps_per_call", 1)
-        said += [f"steps_per_call={per_call}"] if per_call != 1 else []
+        train = self.start.config.get("train", {})
+        for key in ("steps_per_call", "accumulation_steps"):
+            said += [f"{key}={train[key]}"] if train.get(key, 1) != 1 else []
         sizes = launch_history.resized(self.records)
         return ", ".join(said + ([f"resized {sizes}"] if sizes else []))
 

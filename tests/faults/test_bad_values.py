@@ -96,6 +96,10 @@ SETTINGS = {
     "startup timeout": ("dist.startup_timeout_s=1e300", ["dist.startup_timeout_s", "30 days"]),
     "seed": ("train.seed=100000000000000000000000", ["train.seed", "0..4294967295"]),
     "empty output.dir": ("output.dir=", ["output.dir is empty", "output.dir=results"]),
+    "micro-batches": (
+        "train.accumulation_steps=3",
+        ["train.accumulation_steps=3 does not divide the per-rank batch of 64", "[1, 2, 4, 8"],
+    ),
 }
 
 

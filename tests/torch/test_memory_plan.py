@@ -53,6 +53,9 @@ def test_worlds_the_strategy_or_the_batch_cannot_take_are_named_not_priced():
     assert flat["refused"].startswith("fsdp1 is not tracked")
     (alone,) = memory_plan.plan(config("single"), [4], "strong")
     assert alone["refused"] == "single runs one process, not 4"
+    for strategy in ("ddp", "fsdp2"):  # no tracker follows micro-batches (docs/model_size.md)
+        (micro,) = memory_plan.plan(config(strategy, "train.accumulation_steps=4"), [2], "strong")
+        assert micro["refused"].startswith("train.accumulation_steps=4 is not tracked"), micro
 
 
 def test_a_bad_world_list_is_refused_before_any_work():

@@ -160,6 +160,15 @@ class TrainConfig(Section):
     out. An epoch's last call takes what is left. compare puts runs of another value in rows
     of their own."""
 
+    accumulation_steps: Annotated[StrictInt, Field(ge=1)] = 1
+    """Micro-batches per optimizer step (gradient accumulation): each rank's batch is split
+    into this many equal parts, each part's gradient is added up, and the optimizer steps once.
+    The global batch keeps its meaning (the samples of one optimizer step); the gradients are
+    exchanged once per step where the strategy allows it (DDP's no_sync, FSDP's gradient-sync
+    switch, MultiWorkerMirroredStrategy's one apply_gradients), while FSDP still all-gathers
+    its parameters for every micro-batch. Must divide the per-rank batch. Batch normalization
+    sees a micro-batch's statistics."""
+
     def global_batch_size(self, world_size: int) -> int:
         """The number of samples in one optimizer step across all ranks."""
         if self.batch_mode == "per_rank":
@@ -174,6 +183,20 @@ class TrainConfig(Section):
 
     def per_rank_batch_size(self, world_size: int) -> int:
         return self.global_batch_size(world_size) // world_size
+
+    def micro_batch_size(self, world_size: int) -> int:
+        """The samples of one micro-batch on one rank; ValueError where
+        train.accumulation_steps does not divide the per-rank batch."""
+        per_rank, parts = self.per_rank_batch_size(world_size), self.accumulation_steps
+        if per_rank % parts:
+            divisors = [d for d in range(1, per_rank + 1) if per_rank % d == 0]
+            raise ValueError(
+                f"train.accumulation_steps={parts} does not divide the per-rank batch of "
+                f"{per_rank} (train.batch_size={self.batch_size}, {self.batch_mode}, over "
+                f"{world_size} rank(s)); choose one of {divisors[:12]}"
+                f"{' ...' if len(divisors) > 12 else ''}"
+            )
+        return per_rank // parts
 
 
 class DistConfig(Section):

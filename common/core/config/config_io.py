@@ -144,6 +144,7 @@ ADDED_KEYS = {
     "train.steps_per_call": 1,
     "train.checkpoint_every_steps": 0,
     "output.profile_steps": 0,
+    "train.accumulation_steps": 1,
 }
 
 

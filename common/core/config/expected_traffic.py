@@ -73,11 +73,13 @@ def _sharded(units: list[Unit], shard: int, cfg: Any, flat: bool) -> list[Expect
     """An FSDP unit is all-gathered before its forward, and again before its backward unless
     it stayed whole (shard_grad_op; FSDP1's root, which never reshards after forward; fully_shard's
     root reshards like the others under torch 2.13, as counted); its gradients are
-    reduce-scattered."""
+    reduce-scattered. With train.accumulation_steps k, the all-gathers come once per
+    micro-batch, the reduce-scatter once per optimizer step."""
     again = cfg.torch.sharding == "full_shard"
+    micro: int = cfg.train.accumulation_steps
 
     def times(unit: Unit) -> int:
-        return 1 + (again and not (flat and unit.root))
+        return micro * (1 + (again and not (flat and unit.root)))
 
     gathers = sum(times(unit) for unit in units if unit.numel)
     pieces = [unit.flat_shard(shard) if flat else unit.dim0_shard(shard) for unit in units]

@@ -46,6 +46,7 @@ def check_launch(cfg: Config, world_size: int, max_restarts: int = 0) -> None:
     rank alike: the batch against the world and the data, restarts against the checkpoint
     cadence, and the data files' checksums. Raises ValueError naming the fix."""
     global_batch = cfg.train.global_batch_size(world_size)
+    cfg.train.micro_batch_size(world_size)  # the micro-batches split each rank's batch
     samples = min(cfg.data.train_limit or mnist.TRAIN_SAMPLES, mnist.TRAIN_SAMPLES)
     if samples < global_batch:
         raise ValueError(
