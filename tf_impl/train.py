@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from common.core.config import cli
 from common.core.run import stop_signals
-from common.core.train import main as main_body
 
 if __name__ == "__main__":  # --help, and a refusal, in a second: before the framework's import
     stop_signals.defer_preemption()  # a SIGUSR1 from now on waits for the run's handler
     cli.answer_help_early("python -m tf_impl.train", __doc__)
-    main_body.refuse_early("python -m tf_impl.train", __doc__)
+    from common.core.train.main import refuse_early  # after the signal is held
+
+    refuse_early("python -m tf_impl.train", __doc__)
 
 import contextlib
 import functools
@@ -37,6 +38,7 @@ from common.core.measure import precision, replicas
 from common.core.measure.clocks import EpochMeanStepClock, HostStepClock
 from common.core.measure.traffic import Call
 from common.core.records.entries import StepSplit
+from common.core.train import main as main_body
 from common.core.train.trainer import TrainerBase
 from common.launch.cluster import ClusterSpec
 from common.launch.rendezvous import RendezvousError
@@ -191,11 +193,9 @@ class TfTrainer(TrainerBase):
         return tf.profiler.experimental.Trace("train", step_num=first, _r=1)
 
     def train_steps(self, batches: list, lrs: list[float]) -> list:
-        """Several steps in one tf.function call (train.steps_per_call); the loader pipeline's
-        per-replica batches cannot be stacked, so there they run one call each. So do the steps
-        of a call shorter than K (an epoch's last): a call of another length traces a graph of
-        its own, and the tail's length changes from epoch to epoch (measured on 2 workers, MLP:
-        1.53 s for a new trace of 4 steps, against 0.06 s for a call of 16)."""
+        """Several steps in one tf.function call (train.steps_per_call); one call each for the
+        loader pipeline's per-replica batches (they cannot be stacked) and for a call shorter
+        than K (an epoch's last, whose length changes: a new trace, 1.53 s on 2 workers)."""
         if self.cfg.data.pipeline != "tensor" or len(batches) < self.cfg.train.steps_per_call:
             return super().train_steps(batches, lrs)
         self.skips.taken += len(batches)

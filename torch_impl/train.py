@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from common.core.config import cli
 from common.core.run import stop_signals
-from common.core.train import main as main_body
 
 if __name__ == "__main__":  # --help, and a refusal, in a second: before the framework's import
     stop_signals.defer_preemption()  # a SIGUSR1 from now on waits for the run's handler
     cli.answer_help_early("python -m torch_impl.train", __doc__)
-    main_body.refuse_early("python -m torch_impl.train", __doc__)
+    from common.core.train.main import refuse_early  # after the signal is held
+
+    refuse_early("python -m torch_impl.train", __doc__)
 
 import contextlib
 import functools
@@ -36,6 +37,7 @@ from common.core.measure.clocks import HostStepClock
 from common.core.measure.traffic import Call
 from common.core.records.entries import StepSplit
 from common.core.run import failures
+from common.core.train import main as main_body
 from common.core.train.trainer import TrainerBase
 from common.launch.cluster import ClusterSpec
 from common.models import weights as model_weights
