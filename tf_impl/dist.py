@@ -106,8 +106,10 @@ def setup_distributed(cfg: Config, spec: cluster.ClusterSpec) -> DistInfo:
     device_type, device_name = pick_device(cfg, spec)
     threads = set_threads(spec)
     if spec.world_size > 1:
+        hidden = not spec.hosts  # torchrun: the meeting tells them
         spec = rendezvous.wait_for_peers(spec, cfg.dist.startup_timeout_s, cfg.dist.startup_retries)
-        cluster.write_tf_config(spec, os.environ)  # read by the strategy, built below
+        if hidden:
+            cluster.write_tf_config(spec, os.environ)  # read by the strategy, built below
         _configure_coordination(cfg, spec)
     options = tf.distribute.experimental.CommunicationOptions(
         implementation=COMMUNICATION[cfg.tf.communication],

@@ -36,7 +36,7 @@ from common.core.config.config import Config
 from common.core.config.strategies import ParallelDims, get
 from common.launch import environment
 from torch_impl import dist
-from torch_impl.memory_plan import per_rank_batch, stepper, tracked
+from torch_impl.memory_plan import per_rank_batch, stepper, tracked, untracked
 from torch_impl.parallel import resolve_strategy
 from torch_impl.traffic import quiet_profiler
 
@@ -123,13 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = resolve_strategy(config_io.config_from_args(args), spec.world_size)
         strategy = get("torch", cfg.torch.strategy)
-        if strategy.parameters == "flat":
-            raise ValueError("fsdp1 is not tracked (torch_impl.memory_plan): nothing to check")
-        if cfg.train.accumulation_steps > 1:
-            raise ValueError(
-                "train.accumulation_steps > 1 is not tracked (torch_impl.memory_plan): nothing "
-                "to check"
-            )
+        reason = untracked(cfg)
+        if reason:
+            raise ValueError(f"{reason} (torch_impl.memory_plan): nothing to check")
         batch = per_rank_batch(cfg, spec.world_size, "strong", run_world=spec.world_size)
         info = dist.setup_distributed(cfg, spec)
     except ValueError as error:

@@ -76,24 +76,33 @@ def per_rank_batch(cfg: Config, world: int, scaling: str, run_world: int = 1) ->
     return global_batch // world
 
 
-def tracked(cfg: Config, world: int, batch: int, local_world: int | None = None) -> dict[str, int]:
-    """Rank 0's tensor bytes by category at the peak of STEPS optimizer steps at `world` ranks,
-    and 'peak', their sum there. `local_world`: ranks per node (hsdp's shard group by default).
-    ValueError for fsdp1, which torch's trackers do not follow, and for gradient accumulation."""
-    strategy = get("torch", cfg.torch.strategy)
+def untracked(cfg: Config) -> str | None:
+    """Why no tracker follows `cfg`'s step, or None: fsdp1's flat parameters, and gradient
+    accumulation."""
     if cfg.train.accumulation_steps > 1:
-        raise ValueError(
+        return (
             f"train.accumulation_steps={cfg.train.accumulation_steps} is not tracked: torch's "
             "MemTracker refuses several forwards in one step (NotImplementedError), and "
             "fully_shard's tracker read a real fsdp2 rank 5% low with the gradient sync off "
             "(the unsharded gradients it keeps between micro-batches); plan at "
             "train.accumulation_steps=1"
         )
-    if strategy.parameters == "flat":
-        raise ValueError(
+    if get("torch", cfg.torch.strategy).parameters == "flat":
+        return (
             "fsdp1 is not tracked: torch's memory trackers follow fully_shard and plain modules, "
             "not FSDP1's flat parameters; fsdp2 with the same sharding shards the same units"
         )
+    return None
+
+
+def tracked(cfg: Config, world: int, batch: int, local_world: int | None = None) -> dict[str, int]:
+    """Rank 0's tensor bytes by category at the peak of STEPS optimizer steps at `world` ranks,
+    and 'peak', their sum there. `local_world`: ranks per node (hsdp's shard group by default).
+    ValueError where no tracker follows the step (`untracked`)."""
+    strategy = get("torch", cfg.torch.strategy)
+    reason = untracked(cfg)
+    if reason:
+        raise ValueError(reason)
     if strategy.name == "ddp":
         # The replica, stepped alone (the fake group cannot run DDP's all-reduce hook), plus
         # DDP's gradient buckets: a second copy of the gradients (gradient_as_bucket_view is
