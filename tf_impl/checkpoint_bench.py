@@ -81,18 +81,22 @@ def main(argv: list[str] | None = None) -> int:
     seconds: dict[str, list[float]] = {way: [] for way in WAYS}
     train(step, batch, state, "none", args.every, args.every, folder, info)  # warm-up
     failed: dict[str, str] = {}
-    for _ in range(args.repeats):
-        for way in (way for way in WAYS if way not in failed):
-            try:
-                taken = train(step, batch, state, way, args.steps, args.every, folder, info)
-            except ValueError as error:  # every worker fails alike, before its save's collectives
-                failed[way] = str(error).strip().splitlines()[-1][:200]
-                dist.barrier(info)
-                continue
-            finally:
-                shutil.rmtree(folder, ignore_errors=True)
-                folder.mkdir()
-            seconds[way].append(taken)
+    try:
+        for _ in range(args.repeats):
+            for way in (way for way in WAYS if way not in failed):
+                try:
+                    taken = train(step, batch, state, way, args.steps, args.every, folder, info)
+                except ValueError as error:  # every worker fails alike, before its collectives
+                    failed[way] = str(error).strip().splitlines()[-1][:200]
+                    dist.barrier(info)
+                    continue
+                finally:
+                    shutil.rmtree(folder, ignore_errors=True)
+                    folder.mkdir()
+                seconds[way].append(taken)
+    except BaseException:  # a stopped bench leaves no checkpoints of 100s of MB behind
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     if info.is_chief:
         params = model.count_params()
         print(

@@ -82,13 +82,17 @@ def main() -> None:
     seconds: dict[str, list[float]] = {way: [] for way in WAYS}
     group = dist.new_group(backend="gloo")
     train(model, optimizer, batch, "none", args.every, args.every, folder, group)  # warm-up
-    for _ in range(args.repeats):
-        for way in WAYS:
-            taken = train(model, optimizer, batch, way, args.steps, args.every, folder, group)
-            seconds[way].append(taken)
-            dist.barrier()
-            if rank == 0:
-                shutil.rmtree(folder, ignore_errors=True)
+    try:
+        for _ in range(args.repeats):
+            for way in WAYS:
+                taken = train(model, optimizer, batch, way, args.steps, args.every, folder, group)
+                seconds[way].append(taken)
+                dist.barrier()
+                if rank == 0:
+                    shutil.rmtree(folder, ignore_errors=True)
+    finally:  # a stopped bench leaves no checkpoints of 100s of MB behind
+        if rank == 0:
+            shutil.rmtree(folder, ignore_errors=True)
     if rank == 0:
         params = sum(p.numel() for p in model.parameters())
         print(

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.core.measure import peak
 from common.projection import link_profile
 from common.report.runs import RecordedRun
 
@@ -80,7 +80,10 @@ def find_profiles(
 def nccl_model(worlds: list[int]) -> tuple[Path, link_profile.LinkProfile]:
     """torch's NCCL model at `worlds` as a link profile (`python -m torch_impl.nccl_model`, in
     a process of its own: common imports no framework); ValueError when it cannot run."""
-    out = Path(tempfile.mkdtemp(prefix="suite-nccl-model-")) / "links-torch-nccl-model.json"
+    # Beside the suite's cache, one file per set of sizes, rewritten on each call: no folder
+    # left behind per compare.py run.
+    out = peak.cache_path().parent / f"links-torch-nccl-model-{'-'.join(map(str, worlds))}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     command = [
         sys.executable,
         "-m",

@@ -4,11 +4,14 @@ compare prices torch GPU runs with it, saying so, where no torch profile is amon
 
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 from torch._inductor import comm_analysis
 
 import compare
+from common.core.measure import peak
 from common.core.measure.traffic import wire_bytes
 from common.projection import link_profile
 from tests.compare.test_projection import ddp_run
@@ -61,7 +64,11 @@ def test_compare_prices_torch_gpu_runs_with_the_model_where_no_profile_was_measu
     with MetricsWriter(tmp_path / "gpu" / "metrics.jsonl") as writer:
         for record in [begun, *run.epochs]:
             writer.write(record)
+    left_before = set(Path(tempfile.gettempdir()).glob("suite-nccl-model-*"))
     assert compare.main([str(tmp_path), "--project", "8"]) == 0
+    # the model's profile goes beside the suite's cache, not into a new folder per call
+    assert set(Path(tempfile.gettempdir()).glob("suite-nccl-model-*")) == left_before
+    assert (peak.cache_path().parent / "links-torch-nccl-model-2-8.json").is_file()
     out = capsys.readouterr().out
     assert "== projection with torch " in out and "NCCL model" in out, out
     assert "torch ddp x2        8" in out, out
