@@ -42,6 +42,7 @@ LONG = {
     "tests/torch/test_distributed.py": 70,
     "tests/faults/test_kubeflow_pods.py": 61,
     "tests/faults/test_one_run_per_folder.py": 43,
+    "tests/tf/test_activation_checkpointing.py": 41,  # [B], alone
     "tests/preflight/test_preflight.py": 32,
     "tests/torch/test_resize.py": 27,
     "tests/torch/test_precision.py": 25,

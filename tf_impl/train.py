@@ -117,7 +117,7 @@ class TfTrainer(TrainerBase):
         keras.mixed_precision.set_global_policy(POLICY[cfg.tf.mixed_precision])
         self.take_memory_baseline()
         with info.distribution.scope():
-            self.model = build_model(cfg.net(), cfg.train.seed)
+            self.model = build_model(cfg.net(), cfg.train.seed, cfg.model.activation_checkpointing)
             self.optimizer = build_optimizer(cfg.optim)
             if cfg.tf.mixed_precision == "fp16":
                 self.optimizer = faults.loss_scale_optimizer(self.optimizer, self.overflows)

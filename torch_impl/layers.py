@@ -5,11 +5,15 @@ dropout with Keras' mask.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 import torch.distributed as torch_dist
 import torch.distributed._functional_collectives as funcol
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from common.models import layers
 
@@ -68,7 +72,33 @@ class Residual(nn.Module):
                 self.add_module(name, make(layer))
                 names.append(name)
 
+        self.checkpointed = False  # model.activation_checkpointing=blocks (`checkpoint_blocks`)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not (self.checkpointed and torch.is_grad_enabled()):
+            return self._paths(x)
+        # Non-reentrant: DDP, FSDP and compile support it, and the block's parameters get
+        # their gradients through the recomputed graph. The recomputation must not move the
+        # running statistics a second time: its context keeps them.
+        return checkpoint(
+            self._paths,
+            x,
+            use_reentrant=False,
+            context_fn=lambda: (contextlib.nullcontext(), self._statistics_kept()),
+        )
+
+    @contextlib.contextmanager
+    def _statistics_kept(self) -> Iterator[None]:
+        norms = [module for module in self.modules() if isinstance(module, GlobalBatchNorm)]
+        for norm in norms:
+            norm.keep_statistics = True
+        try:
+            yield
+        finally:
+            for norm in norms:
+                norm.keep_statistics = False
+
+    def _paths(self, x: torch.Tensor) -> torch.Tensor:
         body, shortcut = x, x
         for name in self.paths[0]:
             body = self.get_submodule(name)(body)
@@ -100,14 +130,17 @@ class GlobalBatchNorm(nn.Module):
         self.running_var: torch.Tensor
         self.register_buffer("running_mean", torch.zeros(features))
         self.register_buffer("running_var", torch.ones(features))
+        self.keep_statistics = False  # while a checkpointed block recomputes its forward
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         distributed = torch_dist.is_initialized() and torch_dist.get_world_size() > 1
         if not (self.training and distributed):
+            # a recomputation updates copies: what it saves for the backward stays the same
+            kept = self.training and self.keep_statistics
             return F.batch_norm(
                 x,
-                self.running_mean,
-                self.running_var,
+                self.running_mean.clone() if kept else self.running_mean,
+                self.running_var.clone() if kept else self.running_var,
                 self.weight,
                 self.bias,
                 self.training,
@@ -125,10 +158,11 @@ class GlobalBatchNorm(nn.Module):
         mean = sums[:-1] / total
         centered = x - mean.view(shape)
         variance = _all_reduce((centered * centered).sum(dims)) / total
-        with torch.no_grad():
-            unbiased = variance * (total / (total - 1))
-            self.running_mean.lerp_(mean.to(self.running_mean.dtype), self.momentum)
-            self.running_var.lerp_(unbiased.to(self.running_var.dtype), self.momentum)
+        if not self.keep_statistics:
+            with torch.no_grad():
+                unbiased = variance * (total / (total - 1))
+                self.running_mean.lerp_(mean.to(self.running_mean.dtype), self.momentum)
+                self.running_var.lerp_(unbiased.to(self.running_var.dtype), self.momentum)
         scale = self.weight * torch.rsqrt(variance + self.eps)
         return centered * scale.view(shape) + self.bias.view(shape)
 
@@ -165,3 +199,12 @@ def dropout(x: torch.Tensor, rate: float, training: bool) -> torch.Tensor:
         return F.dropout(x, rate, training=True)
     noise = (torch.rand(x.shape, device=x.device) >= rate).to(x.dtype).div_(1 - rate)
     return x * noise
+
+
+def checkpoint_blocks(model: nn.Module) -> int:
+    """model.activation_checkpointing=blocks: every residual block of `model` (through DDP's,
+    FSDP's or compile's wrapping) recomputes its activations in the backward; how many."""
+    found = [module for module in model.modules() if isinstance(module, Residual)]
+    for block in found:
+        block.checkpointed = True
+    return len(found)

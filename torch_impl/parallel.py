@@ -47,6 +47,7 @@ from common.core.config.config import Config
 from common.core.config.strategies import ParallelDims
 from common.launch.cluster import ClusterSpec
 from common.models import zoo
+from torch_impl.layers import checkpoint_blocks
 from torch_impl.model import (
     build_model,
     keep_gradient_strides,
@@ -221,6 +222,8 @@ def build_parallel(cfg: Config, device: torch.device, dims: ParallelDims) -> nn.
     """The model with the shared initial weights, on `device`, wrapped as `cfg.torch.strategy`
     says on the mesh `dims`."""
     model = APPLY[cfg.torch.strategy](cfg, device, dims)
+    if cfg.model.activation_checkpointing == "blocks":
+        checkpoint_blocks(model)
     if cfg.torch.compile:  # in place: the module and its parameter names stay the same
         model.compile()
     return model

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
 from pydantic import StrictStr as Text
 
 from common.checks.rules import Says, require
 from common.checks.section import Section
-from common.models.zoo import MODELS
+from common.models.zoo import MODELS, blocks, describe
 
 
 def _names() -> str:
@@ -33,6 +33,12 @@ class ModelConfig(Section):
     """Dropout layers on (rates fixed per model in common.models.zoo) or off (for exact parity);
     the ResNet has none."""
 
+    activation_checkpointing: Literal["none", "blocks"] = "none"
+    """none, or blocks: each residual block's activations are dropped after its forward and
+    recomputed in the backward (torch.utils.checkpoint on the block, the unit FSDP wraps;
+    TensorFlow's tf.recompute_grad): less memory for a second forward of the blocks. Only
+    models with residual blocks (resnet8); the loss is unchanged."""
+
     @field_validator("name")
     @classmethod
     def _registered(cls, name: str) -> str:
@@ -50,4 +56,18 @@ class ModelConfig(Section):
                 key == sized_by or getattr(self, key) == type(self).model_fields[key].default,
                 f"model.{key} sizes {', '.join(users)}; size {self.name} with model.{sized_by}",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _blocks_to_checkpoint(self) -> Any:
+        """Checkpointing needs blocks: a model without them is refused, not run unchanged."""
+        with_blocks = [
+            name for name in MODELS if blocks(describe(type(self).model_construct(name=name)))
+        ]
+        require(
+            self.activation_checkpointing == "none" or bool(blocks(describe(self))),
+            f"model.activation_checkpointing={self.activation_checkpointing}: {self.name} has "
+            f"no blocks to checkpoint (models with residual blocks: {', '.join(with_blocks)}); "
+            "set model.activation_checkpointing=none",
+        )
         return self

@@ -154,6 +154,12 @@ MODELS: dict[str, ModelEntry] = {
 }
 
 
+def blocks(net: Net) -> list[str]:
+    """The names of the model's residual blocks, in forward order: what activation
+    checkpointing recomputes (`model.activation_checkpointing`)."""
+    return [layer.name for layer in net.layers if isinstance(layer, Residual)]
+
+
 def describe(cfg: Chosen, dataset: DatasetSpec | str = "mnist") -> Net:
     """The model `cfg` describes, for `dataset`'s samples and classes."""
     data = DATASETS[dataset] if isinstance(dataset, str) else dataset

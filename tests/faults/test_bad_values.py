@@ -100,6 +100,10 @@ SETTINGS = {
         "train.accumulation_steps=3",
         ["train.accumulation_steps=3 does not divide the per-rank batch of 64", "[1, 2, 4, 8"],
     ),
+    "checkpointing without blocks": (
+        "model.activation_checkpointing=blocks",
+        ["mlp has no blocks to checkpoint", "resnet8", "model.activation_checkpointing=none"],
+    ),
 }
 
 

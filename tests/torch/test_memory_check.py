@@ -30,9 +30,9 @@ CASES = {
 }
 
 
-def check(nproc: int, settings: list[str]) -> subprocess.CompletedProcess:
+def check(nproc: int, settings: list[str], model: list[str] = MODEL) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "common.launch", "--nproc", str(nproc), "--"]
-    command += [sys.executable, "-m", "torch_impl.memory_check", *MODEL, "--json"]
+    command += [sys.executable, "-m", "torch_impl.memory_check", *model, "--json"]
     for setting in settings:
         command += ["--set", setting]
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
@@ -53,6 +53,21 @@ def test_the_tracker_agrees_with_a_real_ranks_allocator(case):
     assert row["measured"] == pytest.approx(row["tracked"], rel=0.01), row
     in_flight = 0 if row["strategy"] == "ddp" else row["tracked_buffers"]
     assert row["measured_max"] <= 1.01 * row["tracked"] + in_flight, row
+
+
+def test_with_activation_checkpointing_fully_shard_s_tracker_agrees_and_ddp_is_refused():
+    """ResNet-8's blocks recomputed in the backward: fully_shard's tracker follows the real
+    ranks; MemTracker, the replica's, read a real ddp rank 21.8% low, so ddp is refused."""
+    resnet = ["--config", "configs/resnet8_sgd.yaml", "--set", "train.batch_size=256"]
+    done = check(2, ["torch.strategy=fsdp2", "model.activation_checkpointing=blocks"], resnet)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if '"measured"' in line]
+    row = json.loads(line.split("] ", 1)[1] if line.startswith("[rank") else line)
+    print(f"fsdp2 x2 blocks: measured {row['measured']:,} B, tracked {row['tracked']:,}")
+    assert row["measured"] == pytest.approx(row["tracked"], rel=0.01), row
+    done = check(2, ["torch.strategy=ddp", "model.activation_checkpointing=blocks"], resnet)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "is tracked for fully_shard only" in done.stdout + done.stderr
 
 
 def test_fsdp1_is_refused_since_no_tracker_follows_it():

@@ -145,6 +145,7 @@ ADDED_KEYS = {
     "train.checkpoint_every_steps": 0,
     "output.profile_steps": 0,
     "train.accumulation_steps": 1,
+    "model.activation_checkpointing": "none",
 }
 
 
