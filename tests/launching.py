@@ -34,7 +34,9 @@ WARM_IMPORTS = {
 }
 WARM_CLIENT = Path(__file__).resolve().parent / "warm_ranks.py"
 # Variables a program reads while it runs, not at import: a run given only these may be warm.
-READ_AT_RUN_TIME = {"SUITE_CACHE_DIR"}
+# Variables a warm rank honours as a cold one would: read at run time, or applied by the warm
+# rank itself (glibc's MALLOC_MMAP_THRESHOLD_, through mallopt, tests/warm_ranks.py).
+READ_AT_RUN_TIME = {"SUITE_CACHE_DIR", "MALLOC_MMAP_THRESHOLD_"}
 _servers: dict[str, tuple[subprocess.Popen, str]] = {}
 
 

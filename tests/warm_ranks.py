@@ -32,6 +32,7 @@ import sys
 PASSED_ON = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 HEADER = struct.Struct("!I")
 PR_SET_PDEATHSIG = 1
+M_MMAP_THRESHOLD = -3  # mallopt(3)
 
 
 def _send(sock: socket.socket, message: dict, fds: list[int] | None = None) -> None:
@@ -124,6 +125,8 @@ def _rank(request: dict, fds: list[int], keep: set[int]) -> None:
         signal.signal(number, signal.SIG_DFL)
     os.environ.clear()
     os.environ.update(request["env"])
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ:  # what glibc reads at a process's start
+        ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, int(os.environ["MALLOC_MMAP_THRESHOLD_"]))
     os.chdir(request["cwd"])
     sys.path[0] = request["cwd"]  # as `python -m` puts the working folder first
     signal.pthread_sigmask(signal.SIG_SETMASK, request["blocked"])

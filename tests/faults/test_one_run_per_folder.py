@@ -17,8 +17,10 @@ from tests.launching import train_command
 
 MLP = ["--config", "configs/mlp_adam.yaml", "--quiet"]
 TINY = ["data.train_limit=1280", "data.test_limit=500"]
-FULL = ["data.train_limit=60000", "data.test_limit=500"]
-LONG = [*FULL, "train.epochs=20"]  # alive long enough for a second launch to meet it
+# An epoch of a tenth of MNIST: the first launch's checkpoint in a second, not ten (the resumed
+# launch must describe the same data, so both take it).
+FULL = ["data.train_limit=6400", "data.test_limit=500"]
+LONG = [*FULL, "train.epochs=200"]  # alive long enough for a second launch to meet it
 
 
 def start(module: str, root: Path, settings: list[str], extra: list[str]) -> subprocess.Popen:
