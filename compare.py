@@ -24,7 +24,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common.projection import chart, memory_at_n, profiles, summary
+from common.projection import chart, levers, memory_at_n, profiles, summary
+from common.projection.levers import Lever
+from common.projection.memory_at_n import MemoryRow
 from common.report import agreement, lost_rank_table, size_table, trace_files, verdict
 from common.report.inputs import load_runs
 from common.report.render import files, pages, tables
@@ -190,31 +192,33 @@ def _print_tables(compared: Compared, form: str) -> None:
 
 def _project(
     args: argparse.Namespace, runs: list[RecordedRun], device: int | None
-) -> tuple[summary.Report, list[memory_at_n.MemoryRow]]:
-    """The projection and, with --device-memory, memory per rank at each count; ValueError,
-    RuntimeError, OSError or TimeoutExpired when it cannot be made."""
+) -> tuple[summary.Report, list[MemoryRow], list[Lever]]:
+    """The projection and, with --device-memory, memory per rank at each count and the levers
+    where a run does not fit; ValueError, RuntimeError, OSError or TimeoutExpired if it fails."""
     projected = summary.report(runs, args.project, args.links, args.results, args.scaling)
-    memory: list[memory_at_n.MemoryRow] = []
+    memory: list[MemoryRow] = []
+    found: list[Lever] = []
     if device is not None:
-        counts = summary.worlds(args.project)
-        memory = memory_at_n.memory_rows(runs, counts, args.scaling, device)
-    return projected, memory
+        memory = memory_at_n.memory_rows(runs, summary.worlds(args.project), args.scaling, device)
+        found = levers.levers(runs, memory, args.scaling, device, projected.rows)
+    return projected, memory, found
 
 
 def _print_projection(
-    projected: summary.Report, memory: list[memory_at_n.MemoryRow], device: int | None, form: str
+    report: summary.Report, rows: list[MemoryRow], device: int | None, form: str, found: list[Lever]
 ) -> None:
     if form == "json":  # one more JSON line, so that the output stays JSON lines
-        as_data = projected.as_dict()
+        as_data = report.as_dict()
         if device is not None:
-            as_data["memory"] = [dataclasses.asdict(row) for row in memory]
-            largest = memory_at_n.largest_fitting(memory)
+            as_data["memory"] = [dataclasses.asdict(row) for row in rows]
+            largest = memory_at_n.largest_fitting(rows)
             as_data["largest_fitting"] = [dataclasses.asdict(fit) for fit in largest]
+            as_data["levers"] = [dataclasses.asdict(lever) for lever in found]
         print(json.dumps({"projection": as_data}))
         return
-    print(projected.text)
+    print(report.text)
     if device is not None:
-        print("\n".join(memory_at_n.lines(memory, device)))
+        print("\n".join([*memory_at_n.lines(rows, device), *levers.lines(found, rows)]))
 
 
 def _write_report(out: Path, compared: Compared, projected: summary.Report | None) -> None:
@@ -274,11 +278,11 @@ def _main(argv: list[str] | None) -> int:
     projected = None
     if args.project:
         try:
-            projected, memory = _project(args, compared.runs, device)
+            projected, memory, found = _project(args, compared.runs, device)
         except (ValueError, RuntimeError, OSError, subprocess.TimeoutExpired) as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
-        _print_projection(projected, memory, device, args.format)
+        _print_projection(projected, memory, device, args.format, found)
     for note in compared.notes:
         print(f"not side by side: {note}", file=sys.stderr)
     if args.out and compared.runs:

@@ -26,6 +26,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,13 +102,17 @@ def _measured(run: RecordedRun) -> tuple[int, int | None]:
     return 0, None
 
 
-def _fits(total: int, device: int) -> bool:
+def fits(total: int, device: int) -> bool:
+    """The total and MARGIN more within the device."""
     return total * (1 + MARGIN) <= device
 
 
-def plan_run(run: RecordedRun, counts: list[int], scaling: str) -> list[dict[str, Any]]:
-    """The tracker's rows for `run` at `counts` workers (`torch_impl.memory_plan --json`);
-    RuntimeError naming the run and the tool's last line when it fails."""
+def plan_run(
+    run: RecordedRun, counts: list[int], scaling: str, changes: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """The tracker's rows for `run` at `counts` workers (`torch_impl.memory_plan --json`), with
+    the `changes` set (`common.projection.levers`); RuntimeError naming the run and the tool's
+    last line when it fails."""
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "config.yaml"
         config.write_text(yaml.safe_dump(run.start.config))
@@ -129,6 +134,8 @@ def plan_run(run: RecordedRun, counts: list[int], scaling: str) -> list[dict[str
             str(_ranks_per_node(run)),
             "--json",
         ]
+        for change in changes:
+            command += ["--set", change]
         done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -167,7 +174,7 @@ def memory_rows(
                     peak_bytes=peak,
                     base_bytes=base,
                     total_bytes=total,
-                    fits=None if total is None or device is None else _fits(total, device),
+                    fits=None if total is None or device is None else fits(total, device),
                     refused=found.get("refused", ""),
                     params=run.start.model_params,
                     above_bytes=above,

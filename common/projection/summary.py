@@ -15,6 +15,7 @@ from pydantic import TypeAdapter
 from typing_extensions import NotRequired, TypedDict
 
 from common.projection import link_profile, reasons, step_model
+from common.projection.levers import Lever
 from common.projection.memory_at_n import LargestFit, MemoryRow
 from common.projection.profiles import Profiles, find_profiles
 from common.report.runs import RecordedRun
@@ -30,6 +31,7 @@ class ProjectionData(TypedDict):
     caveats: list[str]
     memory: NotRequired[list[MemoryRow]]
     largest_fitting: NotRequired[list[LargestFit]]
+    levers: NotRequired[list[Lever]]
 
 
 def schema_text() -> str:

@@ -1,0 +1,82 @@
+"""compare --project N --device-memory SIZE names, for a run that does not fit, the memory levers
+priced by the same plan (common.projection.levers): a ddp ResNet-8 that does not fit gets
+fully_shard, then fully_shard with its blocks checkpointed, and the first that fits is named."""
+
+import json
+from pathlib import Path
+
+import jsonschema
+
+import compare
+from common.core.config.config_io import load_config
+from common.core.records import metrics
+from common.projection import levers, link_profile, memory_at_n
+from common.projection.step_model import Projected
+from common.report.runs import RecordedRun
+from tests.compare.test_projection import profile
+from tests.records import write_run
+
+SHARDED = "torch.strategy=fsdp2"
+CHECKPOINTING = "model.activation_checkpointing=blocks"
+RESNET = ["model.name=resnet8", "model.width=2", "train.batch_size=512", "optim.name=sgd"]
+# Between what the plan gives a rank of the ddp run (and of fsdp2 alone) and what it gives
+# fsdp2 with checkpointing, each with memory_at_n's 15% spare (on [B]: 253, 260 and 223 MiB)
+DEVICE = "270MiB"
+
+
+def test_a_run_that_does_not_fit_gets_the_first_lever_that_fits(tmp_path, capsys):
+    """The results: the ddp run, and one made with the lever that fits."""
+    write_run(tmp_path / "ddp" / "metrics.jsonl", cfg=load_config(None, RESNET))
+    made = tmp_path / "made" / "metrics.jsonl"
+    write_run(made, cfg=load_config(None, [*RESNET, SHARDED, CHECKPOINTING]))
+    lines = made.read_text().splitlines()
+    begun = json.loads(lines[0])
+    lines[0] = json.dumps({**begun, "strategy": "fsdp2"})  # the records' trainer says ddp
+    made.write_text("\n".join(lines) + "\n")
+    link_profile.write(profile(), tmp_path / "links.json")
+    argv = [str(tmp_path), "--project", "2", "--device-memory", DEVICE, "--format", "json"]
+    assert compare.main(argv) == 0
+    found = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    (projection,) = [line["projection"] for line in found if "projection" in line]
+    schema = json.loads((Path(__file__).parents[2] / "docs/projection.schema.json").read_text())
+    jsonschema.validate(projection, schema)
+    rows = {row["label"]: row for row in projection["memory"]}
+    assert rows["torch ddp x2"]["fits"] is False and rows["torch fsdp2 x2"]["fits"] is True, rows
+    sharded, checkpointed = projection["levers"]  # none for the run that fits
+    assert (sharded["change"], checkpointed["change"]) == (SHARDED, f"{SHARDED} {CHECKPOINTING}")
+    assert sharded["fits"] is False and checkpointed["fits"] is True
+    assert checkpointed["total_bytes"] < rows["torch ddp x2"]["total_bytes"]
+    # the run made with it holds no traffic and no step split: not projected, so no speed
+    assert not projection["rows"] and checkpointed["samples_s"] is None
+
+    said = levers.lines(
+        [
+            levers.Lever(**{**lever, "samples_s": lever["samples_s"] and tuple(lever["samples_s"])})
+            for lever in projection["levers"]
+        ],
+        [memory_at_n.MemoryRow(**row) for row in projection["memory"]],
+    )
+    assert said[1].startswith("torch ddp x2 at 2 workers: ") and "does not fit" in said[1]
+    assert said[2].startswith(f"    --set {SHARDED}: ") and "does not fit;" in said[2], said
+    assert said[3].startswith(f"    --set {SHARDED} {CHECKPOINTING}: ")
+    assert said[3].endswith(
+        "fits (the smallest change that fits); samples/s: no projected run of it among the results"
+    ), said[3]
+
+
+def test_a_lever_s_speed_is_the_projection_of_a_run_made_with_it(tmp_path):
+    ddp = tmp_path / "ddp" / "metrics.jsonl"
+    write_run(ddp, cfg=load_config(None, RESNET))
+    made = tmp_path / "made" / "metrics.jsonl"
+    write_run(made, cfg=load_config(None, [*RESNET, SHARDED, CHECKPOINTING]))
+    lines = made.read_text().splitlines()
+    lines[0] = json.dumps({**json.loads(lines[0]), "strategy": "fsdp2"})
+    made.write_text("\n".join(lines) + "\n")
+    runs = [RecordedRun(str(path), metrics.scan(path).records) for path in (ddp, made)]
+    priced = [
+        Projected("torch fsdp2 x2", w, 1, 2, 100.0 * w, 200.0 * w, 1, 1, 0, 0) for w in (2, 8)
+    ]
+    wrong_model = [Projected("torch ddp x2", 8, 1, 2, 5, 6, 1, 1, 0, 0)]
+    assert levers.speed_of(runs[0], [SHARDED, CHECKPOINTING], 8, runs, priced) == (800, 1600)
+    assert levers.speed_of(runs[0], [SHARDED], 8, runs, priced) is None  # not checkpointed
+    assert levers.speed_of(runs[0], [SHARDED, CHECKPOINTING], 8, runs, wrong_model) is None
