@@ -48,5 +48,10 @@ def test_xla_compile_time_is_reported_apart(xla_runs, capsys):
     assert compare.main([*runs, "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out.splitlines()[0])["rows"]
     warmups = {(row["framework"], row["strategy"]): row["warmup_s"] for row in rows}
-    assert warmups[("tf", "mwms (jit_compile=True)")] > warmups[("tf", "mwms")]
     assert all(value is not None and value >= 0 for value in warmups.values())
+    # The compile is in the first step's excess, not in the steady steps: far beyond a typical
+    # step. (Not against eager TensorFlow's tracing: on the MLP the two take about as long, and
+    # a clean-clone make test on [B] read 0.55 s with XLA, 0.67 s without.)
+    records = read_metrics(xla_runs["tf-xla"] / "metrics.jsonl")
+    first = next(record for record in records if record["record"] == "epoch")
+    assert warmups[("tf", "mwms (jit_compile=True)")] > 10 * first["step_time_p50_s"], first
