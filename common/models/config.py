@@ -61,13 +61,13 @@ class ModelConfig(Section):
     @model_validator(mode="after")
     def _blocks_to_checkpoint(self) -> Any:
         """Checkpointing needs blocks: a model without them is refused, not run unchanged."""
+        if self.activation_checkpointing == "none" or blocks(describe(self)):
+            return self
         with_blocks = [
             name for name in MODELS if blocks(describe(type(self).model_construct(name=name)))
         ]
-        require(
-            self.activation_checkpointing == "none" or bool(blocks(describe(self))),
+        raise ValueError(
             f"model.activation_checkpointing={self.activation_checkpointing}: {self.name} has "
             f"no blocks to checkpoint (models with residual blocks: {', '.join(with_blocks)}); "
-            "set model.activation_checkpointing=none",
+            "set model.activation_checkpointing=none"
         )
-        return self

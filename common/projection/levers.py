@@ -108,7 +108,9 @@ def levers(
         if not short:
             continue
         for change in candidates(run):
-            planned = memory_at_n.plan_run(run, sorted(short), scaling or "strong", change)
+            planned = memory_at_n.plan_run(
+                run, sorted(short), scaling or memory_at_n.own_scaling(run), change
+            )
             for entry in planned:
                 row = short.get(entry["world"])
                 if row is None:

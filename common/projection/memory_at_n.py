@@ -102,6 +102,12 @@ def _measured(run: RecordedRun) -> tuple[int, int | None]:
     return 0, None
 
 
+def own_scaling(run: RecordedRun) -> str:
+    """How the run's batch goes to other worker counts: weak for a per-rank batch, else strong."""
+    per_rank = run.start.config.get("train", {}).get("batch_mode") == "per_rank"
+    return "weak" if per_rank else "strong"
+
+
 def fits(total: int, device: int) -> bool:
     """The total and MARGIN more within the device."""
     return total * (1 + MARGIN) <= device
@@ -150,14 +156,9 @@ def memory_rows(
     verdict). `scaling` None takes each run's own batch mode (strong for a global batch)."""
     rows = []
     for run in runs:
-        own = (
-            "weak"
-            if run.start.config.get("train", {}).get("batch_mode") == "per_rank"
-            else "strong"
-        )
         base, whole = _measured(run)
         world = run.start.world_size
-        planned = plan_run(run, sorted(set(counts) | {world}), scaling or own)
+        planned = plan_run(run, sorted(set(counts) | {world}), scaling or own_scaling(run))
         at_own = next((found.get("peak") for found in planned if found["world"] == world), None)
         # never below 0: a peak under base + tensors is a transient the mark missed
         above = None if whole is None or at_own is None else max(0, whole - base - at_own)

@@ -5,14 +5,12 @@ fully_shard, then fully_shard with its blocks checkpointed, and the first that f
 import json
 from pathlib import Path
 
-import jsonschema
-
-import compare
 from common.core.config.config_io import load_config
 from common.core.records import metrics
 from common.projection import levers, link_profile, memory_at_n
 from common.projection.step_model import Projected
 from common.report.runs import RecordedRun
+from tests.compare.test_memory_at_n import projection
 from tests.compare.test_projection import profile
 from tests.records import write_run
 
@@ -24,37 +22,36 @@ RESNET = ["model.name=resnet8", "model.width=2", "train.batch_size=512", "optim.
 DEVICE = "270MiB"
 
 
-def test_a_run_that_does_not_fit_gets_the_first_lever_that_fits(tmp_path, capsys):
-    """The results: the ddp run, and one made with the lever that fits."""
-    write_run(tmp_path / "ddp" / "metrics.jsonl", cfg=load_config(None, RESNET))
-    made = tmp_path / "made" / "metrics.jsonl"
+def write_runs(root: Path) -> Path:
+    """The ddp run that does not fit, and one made with the lever that fits; the latter's path."""
+    write_run(root / "ddp" / "metrics.jsonl", cfg=load_config(None, RESNET))
+    made = root / "made" / "metrics.jsonl"
     write_run(made, cfg=load_config(None, [*RESNET, SHARDED, CHECKPOINTING]))
     lines = made.read_text().splitlines()
-    begun = json.loads(lines[0])
-    lines[0] = json.dumps({**begun, "strategy": "fsdp2"})  # the records' trainer says ddp
+    lines[0] = json.dumps({**json.loads(lines[0]), "strategy": "fsdp2"})  # records' trainer: ddp
     made.write_text("\n".join(lines) + "\n")
+    return made
+
+
+def test_a_run_that_does_not_fit_gets_the_first_lever_that_fits(tmp_path, capsys):
+    write_runs(tmp_path)
     link_profile.write(profile(), tmp_path / "links.json")
-    argv = [str(tmp_path), "--project", "2", "--device-memory", DEVICE, "--format", "json"]
-    assert compare.main(argv) == 0
-    found = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    (projection,) = [line["projection"] for line in found if "projection" in line]
-    schema = json.loads((Path(__file__).parents[2] / "docs/projection.schema.json").read_text())
-    jsonschema.validate(projection, schema)
-    rows = {row["label"]: row for row in projection["memory"]}
+    found = projection([str(tmp_path), "--project", "2", "--device-memory", DEVICE], capsys)
+    rows = {row["label"]: row for row in found["memory"]}
     assert rows["torch ddp x2"]["fits"] is False and rows["torch fsdp2 x2"]["fits"] is True, rows
-    sharded, checkpointed = projection["levers"]  # none for the run that fits
+    sharded, checkpointed = found["levers"]  # none for the run that fits
     assert (sharded["change"], checkpointed["change"]) == (SHARDED, f"{SHARDED} {CHECKPOINTING}")
     assert sharded["fits"] is False and checkpointed["fits"] is True
     assert checkpointed["total_bytes"] < rows["torch ddp x2"]["total_bytes"]
     # the run made with it holds no traffic and no step split: not projected, so no speed
-    assert not projection["rows"] and checkpointed["samples_s"] is None
+    assert not found["rows"] and checkpointed["samples_s"] is None
 
     said = levers.lines(
         [
             levers.Lever(**{**lever, "samples_s": lever["samples_s"] and tuple(lever["samples_s"])})
-            for lever in projection["levers"]
+            for lever in found["levers"]
         ],
-        [memory_at_n.MemoryRow(**row) for row in projection["memory"]],
+        [memory_at_n.MemoryRow(**row) for row in found["memory"]],
     )
     assert said[1].startswith("torch ddp x2 at 2 workers: ") and "does not fit" in said[1]
     assert said[2].startswith(f"    --set {SHARDED}: ") and "does not fit;" in said[2], said
@@ -66,12 +63,7 @@ def test_a_run_that_does_not_fit_gets_the_first_lever_that_fits(tmp_path, capsys
 
 def test_a_lever_s_speed_is_the_projection_of_a_run_made_with_it(tmp_path):
     ddp = tmp_path / "ddp" / "metrics.jsonl"
-    write_run(ddp, cfg=load_config(None, RESNET))
-    made = tmp_path / "made" / "metrics.jsonl"
-    write_run(made, cfg=load_config(None, [*RESNET, SHARDED, CHECKPOINTING]))
-    lines = made.read_text().splitlines()
-    lines[0] = json.dumps({**json.loads(lines[0]), "strategy": "fsdp2"})
-    made.write_text("\n".join(lines) + "\n")
+    made = write_runs(tmp_path)
     runs = [RecordedRun(str(path), metrics.scan(path).records) for path in (ddp, made)]
     priced = [
         Projected("torch fsdp2 x2", w, 1, 2, 100.0 * w, 200.0 * w, 1, 1, 0, 0) for w in (2, 8)

@@ -14,16 +14,21 @@ from tests.compare.test_projection import profile
 from tests.records import write_run
 
 
+def projection(argv: list[str], capsys) -> dict:
+    """compare's JSON projection for `argv` (--format json added), held to its schema."""
+    assert compare.main([*argv, "--format", "json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    (found,) = [line["projection"] for line in lines if "projection" in line]
+    schema = json.loads((Path(__file__).parents[2] / "docs/projection.schema.json").read_text())
+    jsonschema.validate(found, schema)  # the documented shape, memory rows and levers included
+    return found
+
+
 def memory_rows(tmp_path, capsys, device: str) -> list[dict]:
     write_run(tmp_path / "run" / "metrics.jsonl")
     link_profile.write(profile(), tmp_path / "links.json")
-    argv = [str(tmp_path), "--project", "2,8", "--device-memory", device, "--format", "json"]
-    assert compare.main(argv) == 0
-    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    (projection,) = [line["projection"] for line in lines if "projection" in line]
-    schema = json.loads((Path(__file__).parents[2] / "docs/projection.schema.json").read_text())
-    jsonschema.validate(projection, schema)  # the documented shape, memory rows included
-    return projection["memory"]
+    argv = [str(tmp_path), "--project", "2,8", "--device-memory", device]
+    return projection(argv, capsys)["memory"]
 
 
 def test_each_run_gets_its_memory_per_rank_at_every_worker_count(tmp_path, capsys):
