@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import socket
 import time
 from collections.abc import MutableMapping
 from dataclasses import dataclass
@@ -128,15 +127,3 @@ class RankView:
 def unique_stamp() -> str:
     """Time to the second and 24 random bits: launches started in the same second differ."""
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct TCP ports that were free on localhost a moment ago."""
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()

@@ -32,7 +32,6 @@ from common.launch.cluster import (
     TASK_GPU_BOUND,
     ClusterError,
     ClusterSpec,
-    free_ports,
 )
 from common.launch.hostlist import (
     HostlistError,
@@ -40,7 +39,7 @@ from common.launch.hostlist import (
     expand_tasks_per_node,
     ranks_to_hosts,
 )
-from common.launch.ports import PORT_SPAN, slurm_port_base
+from common.launch.ports import PORT_SPAN, free_ports, slurm_port_base
 
 
 def _int(env: Mapping[str, str], name: str) -> int:

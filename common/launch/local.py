@@ -37,11 +37,11 @@ from common.launch.cluster import (
     PREEMPTED_EXIT,
     RUN_DIR_VARIABLE,
     STOP_REASON_VARIABLE,
-    free_ports,
     local_spec,
     unique_stamp,
     write_tf_config,
 )
+from common.launch.ports import free_ports
 from common.launch.watch import Watch, last_run_end
 
 POLL_S = 0.05

@@ -1,4 +1,5 @@
-"""The fixed ports of a SLURM step, the same on every rank without any exchange.
+"""The ports a launch listens on: a SLURM step's fixed ones, the same on every rank without any
+exchange, and a local launch's free ones.
 
 A step's ranks must agree on the torch rendezvous port and on every TensorFlow worker's port
 before they can talk, so both follow from the job and step ids. They are taken outside the
@@ -8,6 +9,8 @@ held by any outgoing connection on the node.
 
 from __future__ import annotations
 
+import secrets
+import socket
 from pathlib import Path
 
 
@@ -60,3 +63,29 @@ def slurm_port_base(
     step = int(step_id) if step_id.isdigit() and int(step_id) < 2**31 else 0  # batch: 0
     first, windows = port_windows(ephemeral or ephemeral_range())
     return first + ((number * 7 + step) % windows) * PORT_SPAN
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` consecutive TCP ports, outside the ephemeral range, that nothing on this host held
+    a moment ago (a window from a random start, so that launches starting together differ).
+
+    A port the kernel hands out for bind(0) is an ephemeral one: between the choice and the
+    chief's listen, any outgoing connection on the host may take it as its source port (a
+    clean clone's make test once failed so, its rendezvous port held by a peer's connection)."""
+    first, windows = port_windows(ephemeral_range())
+    span = -(-count // PORT_SPAN) * PORT_SPAN  # whole windows
+    windows = windows * PORT_SPAN // span
+    start = secrets.randbelow(windows) if windows else 0
+    for window in (*range(start, windows), *range(start)):
+        base = first + window * span
+        probes = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+        try:
+            for offset, probe in enumerate(probes):
+                probe.bind(("", base + offset))
+            return [base + offset for offset in range(count)]
+        except OSError:
+            continue
+        finally:
+            for probe in probes:
+                probe.close()
+    raise PortError(f"no {count} free ports in a row outside the ephemeral range; set MASTER_PORT")

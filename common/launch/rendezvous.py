@@ -34,6 +34,7 @@ from dataclasses import replace
 from typing import Any
 
 from common.launch.cluster import ClusterSpec
+from common.launch.ports import free_ports
 
 RETRY_S = 0.2
 GRACE_S = 2.0  # how long past timeout_s a worker waits for the chief's verdict
@@ -185,12 +186,6 @@ def _join(spec: ClusterSpec, timeout_s: float, own_port: int) -> list[str]:
     return list(answer.get("workers", []))
 
 
-def _free_port() -> int:
-    """A TCP port free on every interface of this host a moment ago."""
-    with socket.create_server(("", 0)) as probe:
-        return int(probe.getsockname()[1])
-
-
 def wait_for_peers(spec: ClusterSpec, timeout_s: float, attempts: int) -> ClusterSpec:
     """Return once every rank of `spec` has arrived (raise RendezvousError naming who did not):
     `spec`, or, where it has no hosts, `spec` with every rank's host and TensorFlow port learnt
@@ -200,7 +195,7 @@ def wait_for_peers(spec: ClusterSpec, timeout_s: float, attempts: int) -> Cluste
     learn = not spec.hosts
     own_port = 0
     if learn:
-        spec, own_port = replace(spec, master_port=spec.master_port + 1), _free_port()
+        spec, own_port = replace(spec, master_port=spec.master_port + 1), free_ports(1)[0]
     if spec.is_chief:
         workers = _serve(spec, timeout_s, attempts, own_port)
     else:

@@ -10,10 +10,12 @@ LAUNCH = [sys.executable, "-m", "common.launch"]
 
 
 def test_every_rank_gets_a_consistent_cluster_spec():
-    probe = (
-        "from common.launch import environment; s = environment.from_environment(); "
+    probe = (  # the ports outside the ephemeral range, where no outgoing connection takes them
+        "from common.launch import environment, ports; s = environment.from_environment(); "
+        "low, high = ports.ephemeral_range(); "
         "print(s.launcher, s.rank, s.world_size, s.tf_config()['task']['index'], "
-        "len(set(s.tf_ports)), s.launch_id.startswith('local-'))"
+        "len(set(s.tf_ports)), s.launch_id.startswith('local-'), "
+        "not any(low <= port <= high for port in (s.master_port, *s.tf_ports)))"
     )
     out = subprocess.run(
         [*LAUNCH, "--nproc", "3", "--", sys.executable, "-c", probe],
@@ -23,7 +25,7 @@ def test_every_rank_gets_a_consistent_cluster_spec():
     )
     assert out.returncode == 0, out.stderr
     lines = sorted(out.stdout.splitlines())
-    assert lines == [f"[rank {r}] local {r} 3 {r} 3 True" for r in range(3)]
+    assert lines == [f"[rank {r}] local {r} 3 {r} 3 True True" for r in range(3)]
 
 
 def launch_timed(nproc: int, options: list[str], script: str) -> tuple[int, str, str, dict]:

@@ -4,7 +4,8 @@ import threading
 import time
 from dataclasses import replace
 
-from common.launch.cluster import ClusterSpec, free_ports, local_spec
+from common.launch.cluster import ClusterSpec, local_spec
+from common.launch.ports import free_ports
 from common.launch.rendezvous import RendezvousError, wait_for_peers
 
 

@@ -5,15 +5,13 @@ each, and a PyTorchJob's pods of two processes under torchrun."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from common.launch.cluster import free_ports
-from common.launch.ports import ephemeral_range, port_windows
+from common.launch.ports import free_ports
 from tests.launching import SMALL, runner, train_command
 
 HOSTS = Path("/etc/hosts")
@@ -81,29 +79,8 @@ def pods(commands_and_envs) -> list[str]:
     return outputs
 
 
-def free_window(span: int) -> int:
-    """A port whose `span` successors are free too, outside the ephemeral range: a TrainJob's
-    TensorFlow worker r listens on PET_MASTER_PORT + 1 + r, and a port above an ephemeral one
-    from free_ports may be any outgoing connection's. (A clean clone's make test once failed this
-    test with the coordination service's RegisterTask timed out, and it passed alone three times:
-    most likely such a port.)"""
-    first, windows = port_windows(ephemeral_range())
-    for base in range(first + (os.getpid() % windows) * span, 65536 - span, span):
-        probes = [socket.socket() for _ in range(span)]
-        try:
-            for offset, probe in enumerate(probes):
-                probe.bind(("", base + offset))
-            return base
-        except OSError:
-            continue
-        finally:
-            for probe in probes:
-                probe.close()
-    raise AssertionError("no free window of ports")
-
-
 def test_trainjob_pods_of_tensorflow_train_as_the_local_launcher(tmp_path):
-    port = free_window(3)  # the rendezvous, then one TensorFlow port per worker
+    port = free_ports(3)[0]  # the rendezvous, then one TensorFlow port per worker
     settings = [*SMALL, f"output.dir={tmp_path}", "output.run_name=trainjob"]
     names = {"mnist-node-0-0.mnist": "127.0.0.1", "mnist-node-0-1.mnist": "127.0.0.2"}
     env = {"PET_NNODES": "2", "PET_NPROC_PER_NODE": "1", "PET_MASTER_PORT": str(port)}

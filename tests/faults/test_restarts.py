@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from common.launch.cluster import free_ports
+from common.launch.ports import free_ports
 from tests.launching import runner
 from tests.records import read_metrics
 from tests.resizing import step_losses, tolerance

@@ -5,10 +5,9 @@ exactly one pod's environment, the pods' hosts being 127.0.0.1 and 127.0.0.2."""
 
 import json
 import os
-import socket
 import subprocess
 
-from common.launch.cluster import free_ports
+from common.launch.ports import free_ports
 from tests.launching import SMALL, runner, train_command
 
 
@@ -18,24 +17,10 @@ def epochs(run_dir) -> list[tuple[float, float]]:
     return [(r["train_loss"], r["val_loss"]) for r in found if r["record"] == "epoch"]
 
 
-def consecutive_free_ports(count: int) -> int:
-    """The first of `count` consecutive ports that nothing on this machine listens on."""
-    for _ in range(50):
-        (first,) = free_ports(1)
-        try:
-            held = [socket.create_server(("", first + step)) for step in range(count)]
-        except OSError:
-            continue
-        for server in held:
-            server.close()
-        return first
-    raise AssertionError(f"no {count} consecutive free ports")
-
-
 def test_a_tfjob_chief_and_worker_train_together(tmp_path):
     """At consecutive ports, as an operator may give them, and without MASTER_PORT: the
     rendezvous once took the chief's port + 1, the worker's, whose server then failed."""
-    chief_port = consecutive_free_ports(3)  # the chief's, the worker's, the rendezvous'
+    chief_port = free_ports(3)[0]  # the chief's, the worker's, the rendezvous'
     worker_port = chief_port + 1
     cluster = {"chief": [f"127.0.0.1:{chief_port}"], "worker": [f"127.0.0.2:{worker_port}"]}
     settings = [*SMALL, f"output.dir={tmp_path}", "output.run_name=tfjob"]
