@@ -7,7 +7,9 @@ rank 0 over a fake process group of N ranks, in this one process, on the CPU.
 
 The model is built as the training program builds it (`torch_impl.parallel.build_parallel`:
 fully_shard per unit on the meta device, then only this rank's shards get storage), with the
-run's optimizer and precision, and steps on a random batch of the per-rank size at N. The fake
+run's optimizer and precision, and steps on a random batch of the per-rank size at N (in k
+micro-batches with train.accumulation_steps k: MemTracker, the replica's tracker, follows each
+as an iteration of its own, its peak kept; fully_shard's does not follow k > 1). The fake
 group's collectives move nothing, but they allocate what the real ones would (all-gather and
 reduce-scatter buffers), so the tracker sees them. What it counts, at the step's peak:
   params       fully_shard: this rank's shards and the units gathered at that moment;
@@ -30,7 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,15 +81,13 @@ def per_rank_batch(cfg: Config, world: int, scaling: str, run_world: int = 1) ->
 def untracked(cfg: Config) -> str | None:
     """Why no tracker follows `cfg`'s step, or None: fsdp1's flat parameters, gradient
     accumulation, and activation checkpointing on a replica."""
-    if cfg.train.accumulation_steps > 1:
-        return (
-            f"train.accumulation_steps={cfg.train.accumulation_steps} is not tracked: torch's "
-            "MemTracker refuses several forwards in one step (NotImplementedError), and "
-            "fully_shard's tracker read a real fsdp2 rank 5% low with the gradient sync off "
-            "(the unsharded gradients it keeps between micro-batches); plan at "
-            "train.accumulation_steps=1"
-        )
     parameters = get("torch", cfg.torch.strategy).parameters
+    if cfg.train.accumulation_steps > 1 and parameters == "dtensor":
+        return (
+            f"train.accumulation_steps={cfg.train.accumulation_steps} is tracked for the "
+            "replica only: fully_shard's tracker read a real fsdp2 rank 5% low with the "
+            "gradient sync off (the unsharded gradients it keeps between micro-batches)"
+        )
     if cfg.model.activation_checkpointing != "none" and parameters == "plain":
         return (
             f"model.activation_checkpointing={cfg.model.activation_checkpointing} is tracked "
@@ -145,7 +145,7 @@ class Stepper:
     dp_size: int
     micro_batches: int = 1  # train.accumulation_steps
 
-    def step(self) -> None:
+    def step(self, between_parts: Callable[[], None] | None = None) -> None:
         optimizer_step(
             self.model,
             self.optimizer,
@@ -155,6 +155,7 @@ class Stepper:
             self.lr,
             self.dp_size,
             self.micro_batches,
+            between_parts,
         )
 
 
@@ -191,7 +192,9 @@ def _peak(cfg: Config, strategy: Strategy, dims: ParallelDims, batch: int) -> di
         tracker.track_external(model, optimizer, images)
     with tracker:
         for _ in range(STEPS):
-            ready.step()
+            # MemTracker takes a second forward of the root for a new iteration: each
+            # micro-batch is one for it (the peak it holds stays)
+            ready.step(None if sharded else tracker.reset_mod_stats)
             if not sharded:  # MemTracker follows one iteration at a time (its peak stays)
                 tracker.reset_mod_stats()
     (found,) = tracker.get_tracker_snapshot("peak").values()
@@ -215,6 +218,12 @@ def plan(
             if world > 1 and get("torch", resolved.torch.strategy).processes == "one":
                 raise ValueError(f"{resolved.torch.strategy} runs one process, not {world}")
             row["batch"] = per_rank_batch(resolved, world, scaling, run_world)
+            parts = resolved.train.accumulation_steps
+            if row["batch"] % parts:
+                raise ValueError(
+                    f"train.accumulation_steps={parts} does not divide the per-rank batch of "
+                    f"{row['batch']} at {world} workers"
+                )
             row.update(tracked(resolved, world, row["batch"], local_world))
         except ValueError as error:
             row["refused"] = str(error)

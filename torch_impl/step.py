@@ -23,6 +23,7 @@ micro-batch, as its resharding says.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -52,9 +53,11 @@ def optimizer_step(
     lr: float,
     dp_size: int,
     micro_batches: int = 1,
+    between_parts: Callable[[], None] | None = None,
 ) -> torch.Tensor:
     """One step on this rank's batch, in `micro_batches` parts; returns its share of the global
-    mean loss."""
+    mean loss. `between_parts`: called before each micro-batch after the first (the memory
+    plan's tracker starts each one's module statistics afresh there)."""
     set_learning_rate(optimizer, lr)
     optimizer.zero_grad(set_to_none=True)
     if micro_batches == 1:
@@ -66,6 +69,8 @@ def optimizer_step(
         loss = torch.zeros((), device=images.device)
         parts = zip(images.chunk(micro_batches), labels.chunk(micro_batches), strict=True)
         for index, (part_images, part_labels) in enumerate(parts):
+            if index and between_parts is not None:
+                between_parts()
             with gradient_sync(model, sync=index == micro_batches - 1):
                 with amp.forward_context():
                     logits = model(part_images)
