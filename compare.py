@@ -200,7 +200,7 @@ def _project(
     found: list[Lever] = []
     if device is not None:
         memory = memory_at_n.memory_rows(runs, summary.worlds(args.project), args.scaling, device)
-        found = levers.levers(runs, memory, args.scaling, device, projected.rows)
+        found = levers.levers(runs, memory, args.scaling, device, projected.rows, projected.of)
     return projected, memory, found
 
 

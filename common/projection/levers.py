@@ -3,17 +3,20 @@
 as the run (`memory_at_n.plan_run` with the change set), in the order of what they cost in
 speed, and the first that fits named.
 
-The levers, for a torch run (the plan follows torch's trackers):
+The levers (the plan follows torch's trackers; a TensorFlow run is priced as DDP's replica):
+- gradient accumulation, 2 then 4 micro-batches (train.accumulation_steps), where the run holds
+  a whole replica (ddp, single, MWMS): the plan follows it on the replica only
+  (`torch_impl.memory_plan.untracked`);
 - activation checkpointing of the model's blocks (model.activation_checkpointing=blocks),
   where the model has blocks and the run is fully sharded (the plan follows checkpointing under
-  fully_shard only, `torch_impl.memory_plan.untracked`);
-- fully_shard (torch.strategy=fsdp2), where the run holds a whole replica;
-- both.
+  fully_shard only);
+- fully_shard (torch.strategy=fsdp2), where a torch run holds a whole replica;
+- fully_shard with checkpointing.
 Each keeps the run's base and what its measured peak held above the tensors (as memory_at_n
-carries them). Gradient accumulation is not among them: the plan does not price k > 1 (torch's
-MemTracker refuses several forwards in a step). A lever's samples/s at N is the projection's
-for a run of the results made with that change (same model, that strategy and checkpointing),
-where there is one; it is not derived from the run that does not fit.
+carries them). A lever's samples/s at N is the projection's for a run of the results made with
+that change, where there is one; else the run's own projection with what the lever changes
+(`common.projection.lever_speed`: accumulation's all-gathers, checkpointing's recomputed
+forward from a measured pair), where that can be priced; `speed_from` says which.
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ from dataclasses import dataclass
 
 from common.models import zoo
 from common.models.config import ModelConfig
-from common.projection import memory_at_n, step_model
+from common.projection import lever_speed, memory_at_n, step_model
 from common.report.runs import RecordedRun
 
-CHECKPOINTING = "model.activation_checkpointing=blocks"
+CHECKPOINTING = lever_speed.CHECKPOINTING
 SHARDED = "torch.strategy=fsdp2"
 FULLY_SHARDED = ("fsdp2", "hsdp")
+REPLICAS = ("single", "ddp", "mwms")
+MICRO_BATCHES = (2, 4)
 
 
 @dataclass(frozen=True)
@@ -38,7 +43,8 @@ class Lever:
     total_bytes: int | None  # a rank's whole memory with the change, as memory_at_n's total
     fits: bool | None
     refused: str = ""  # why the plan does not price it
-    samples_s: tuple[float, float] | None = None  # projected (no overlap, full) from a run of it
+    samples_s: tuple[float, float] | None = None  # projected (no overlap, full)
+    speed_from: str = ""  # where samples_s comes from, or why there is none
 
 
 def _model(run: RecordedRun) -> ModelConfig:
@@ -46,14 +52,18 @@ def _model(run: RecordedRun) -> ModelConfig:
 
 
 def candidates(run: RecordedRun) -> list[list[str]]:
-    """The changes to price for `run`, cheapest in speed first; none for TensorFlow (its MWMS
-    holds a whole replica on every worker, and the plan prices it as DDP's replica)."""
-    if run.start.framework != "torch":
-        return []
+    """The changes to price for `run`, cheapest in speed first: accumulation on a replica
+    (its collectives stay once per optimizer step), then checkpointing and fully_shard, for a
+    torch run (TensorFlow has no sharding strategy, and the plan follows checkpointing under
+    fully_shard only)."""
     model = _model(run)
+    found = []
+    if run.start.strategy in REPLICAS and _micro(run) == 1:
+        found += [[f"{lever_speed.ACCUMULATION}{k}"] for k in MICRO_BATCHES]
+    if run.start.framework != "torch":
+        return found
     blocks = bool(zoo.blocks(zoo.describe(model))) and model.activation_checkpointing == "none"
     sharded = run.start.strategy in FULLY_SHARDED
-    found = []
     if blocks and sharded:
         found.append([CHECKPOINTING])
     if not sharded:
@@ -63,17 +73,32 @@ def candidates(run: RecordedRun) -> list[list[str]]:
     return found
 
 
+def _micro(run: RecordedRun) -> int:
+    return int(run.start.config.get("train", {}).get("accumulation_steps", 1))
+
+
 def _made_with(run: RecordedRun, change: list[str], runs: list[RecordedRun]) -> RecordedRun | None:
-    """A run of `runs` made as `run` with `change`: torch, the same model, the strategy and
-    checkpointing the change sets."""
+    """A run of `runs` made as `run` with `change`: its framework, model and global batch, with
+    the strategy, checkpointing and micro-batches the change sets (else `run`'s)."""
     strategy = "fsdp2" if SHARDED in change else run.start.strategy
-    wanted = _model(run).model_copy(
-        update={"activation_checkpointing": "blocks" if CHECKPOINTING in change else "none"}
+    model = _model(run)
+    if CHECKPOINTING in change:
+        model = model.model_copy(update={"activation_checkpointing": "blocks"})
+    micro = next(
+        (int(c.removeprefix(lever_speed.ACCUMULATION)) for c in change if c.startswith("train.")),
+        _micro(run),
     )
+    wanted = (run.start.framework, strategy, model, micro, run.start.global_batch_size)
     for other in runs:
-        if (other.start.framework, other.start.strategy) == ("torch", strategy):
-            if _model(other) == wanted:
-                return other
+        start = other.start
+        if (
+            start.framework,
+            start.strategy,
+            _model(other),
+            _micro(other),
+            start.global_batch_size,
+        ) == wanted:
+            return other
     return None
 
 
@@ -83,14 +108,20 @@ def speed_of(
     world: int,
     runs: list[RecordedRun],
     projected: list[step_model.Projected],
-) -> tuple[float, float] | None:
-    """The projected samples/s (no overlap, full) at `world` of a run made as `run` with
-    `change`, where the results hold one and the projection priced it."""
+    profile_of: lever_speed.ProfileOf | None = None,
+    scaling: str | None = None,
+) -> tuple[tuple[float, float] | None, str]:
+    """The projected samples/s (no overlap, full) at `world` of `run` with `change`, and where
+    it comes from: a run of the results made with it, as projected; else `run`'s projection
+    with the change (`lever_speed.priced`) where a profile is given; (None, why) otherwise."""
     made = _made_with(run, change, runs)
     for row in projected:
-        if made is not None and row.label == made.label and row.world == world:
-            return row.samples_s_low, row.samples_s_high
-    return None
+        if made is not None and row.label == made.row_label and row.world == world:
+            return (row.samples_s_low, row.samples_s_high), f"projected from {made.row_label}"
+    if profile_of is None:
+        return None, "no projected run of it among the results"
+    found, said = lever_speed.priced(run, change, world, scaling, runs, profile_of)
+    return found, (f"priced from {run.label}: {said}" if found else f"not priced: {said}")
 
 
 def levers(
@@ -99,12 +130,13 @@ def levers(
     scaling: str | None,
     device: int,
     projected: list[step_model.Projected],
+    profile_of: lever_speed.ProfileOf | None = None,
 ) -> list[Lever]:
     """Every candidate change of every run with a row that does not fit `device` bytes, at
-    those rows' worker counts."""
+    those rows' worker counts; `profile_of`: the link profile that prices each run."""
     found = []
     for run in runs:
-        short = {row.world: row for row in rows if row.label == run.label and row.fits is False}
+        short = {row.world: row for row in rows if row.label == run.row_label and row.fits is False}
         if not short:
             continue
         for change in candidates(run):
@@ -117,16 +149,19 @@ def levers(
                     continue
                 peak = entry.get("peak")
                 total = None if peak is None else row.base_bytes + peak + (row.above_bytes or 0)
-                speed = speed_of(run, change, row.world, runs, projected)
+                speed, source = speed_of(
+                    run, change, row.world, runs, projected, profile_of, scaling
+                )
                 found.append(
                     Lever(
-                        label=run.label,
+                        label=run.row_label,
                         world=row.world,
                         change=" ".join(change),
                         total_bytes=total,
                         fits=None if total is None else memory_at_n.fits(total, device),
                         refused=entry.get("refused", ""),
                         samples_s=speed,
+                        speed_from=source,
                     )
                 )
     return found
@@ -152,16 +187,17 @@ def lines(found: list[Lever], rows: list[memory_at_n.MemoryRow]) -> list[str]:
             if lever is first:
                 verdict += " (the smallest change that fits)"
             speed = (
-                f"{lever.samples_s[0]:,.0f} .. {lever.samples_s[1]:,.0f} samples/s projected"
+                f"{lever.samples_s[0]:,.0f} .. {lever.samples_s[1]:,.0f} samples/s "
+                f"({lever.speed_from})"
                 if lever.samples_s
-                else "samples/s: no projected run of it among the results"
+                else f"samples/s: {lever.speed_from}"
             )
             size = f"{lever.total_bytes / 2**20:,.1f} MiB"
             out.append(f"    --set {lever.change}: {size}, {verdict}; {speed}")
         if first is None:
             out.append("    none of them fits: more workers, or a smaller per-rank batch")
     out.append(
-        "  * gradient accumulation is not priced: torch's MemTracker refuses several forwards "
-        "in one step; TensorFlow runs get no lever (MWMS holds a whole replica everywhere)"
+        "  * accumulation keeps the global batch: k micro-batches a rank, the gradients "
+        "exchanged once per optimizer step; fully_shard's all-gathers come once per micro-batch"
     )
     return out

@@ -168,7 +168,7 @@ def memory_rows(
             total = None if peak is None else base + peak + (above or 0)
             rows.append(
                 MemoryRow(
-                    label=run.label,
+                    label=run.row_label,
                     world=found["world"],
                     batch=found.get("batch"),
                     state_bytes=state,
@@ -238,10 +238,13 @@ def lines(rows: list[MemoryRow], device: int | None) -> list[str]:
     out = [f"== memory per rank at N{against}: the whole rank, in parts"]
     header = ["run", "params", "workers", "batch", "state", "tensors", "+ base", "+ above"]
     header += ["= total", "measured", "fits"]
-    out.append(("{:>28}  {:>8}  {:>7}  {:>5}" + "  {:>8}" * 6 + "  {:>4}").format(*header))
+    wide = max([28, *(len(row.label) for row in rows)])
+    out.append(
+        (f"{{:>{wide}}}  {{:>8}}  {{:>7}}  {{:>5}}" + "  {:>8}" * 6 + "  {:>4}").format(*header)
+    )
     for row in rows:
         params = "-" if row.params is None else f"{row.params / 1e6:,.1f}M"
-        lead = f"{row.label:>28}  {params:>8}  {row.world:>7}"
+        lead = f"{row.label:>{wide}}  {params:>8}  {row.world:>7}"
         if row.refused or None in (row.state_bytes, row.peak_bytes, row.total_bytes):
             out.append(f"{lead}  not priced: {row.refused}")
             continue

@@ -33,7 +33,7 @@ and the framework's own overlap of communication with compute beyond the range g
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from common.core.config import config_io, strategies
 from common.core.measure.traffic import wire_bytes
@@ -53,6 +53,16 @@ class Projected:
     efficiency_high: float
     communication_s: float
     overhead_s: float  # the part of the step that stays at any N (0 without a step split)
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A lever priced from the run that has not got it (`common.projection.lever_speed`)."""
+
+    name: str  # as --set takes it
+    gathers: float = 1.0  # a factor on the all-gathers per optimizer step
+    compute: float = 1.0  # a factor on the step's compute (the step less its communication)
+    micro_batches: int = 0  # train.accumulation_steps with the change; 0: the run's own
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +105,11 @@ def _dims(run: RecordedRun, world: int) -> tuple[int, int]:
     return dims.replicate, dims.shard
 
 
-def communication_s(run: RecordedRun, profile: LinkProfile, world: int) -> float | None:
-    """Seconds one training step of `run` spends in collectives at `world` ranks; None
-    without traffic records."""
+def communication_s(
+    run: RecordedRun, profile: LinkProfile, world: int, gathers: float = 1.0
+) -> float | None:
+    """Seconds one training step of `run` spends in collectives at `world` ranks, its
+    all-gathers `gathers` times as many; None without traffic records."""
     traffic = next((epoch.traffic for epoch in reversed(run.epochs) if epoch.traffic), None)
     if traffic is None:
         return None
@@ -113,8 +125,9 @@ def communication_s(run: RecordedRun, profile: LinkProfile, world: int) -> float
             payload *= shard_now / shard  # each rank's shard of a unit
         sharded = entry.kind in ("all_gather", "reduce_scatter")
         group = shard if sharded else replicas if hybrid else world
-        wire = entry.calls * wire_bytes(entry.kind, payload, group)
-        cost = (within if sharded else across).seconds(entry.kind, entry.calls, wire, group)
+        calls = entry.calls * (gathers if entry.kind == "all_gather" else 1.0)
+        wire = calls * wire_bytes(entry.kind, payload, group)
+        cost = (within if sharded else across).seconds(entry.kind, calls, wire, group)
         total += cost or 0.0
     return total
 
@@ -126,16 +139,21 @@ def one_tier(run: RecordedRun, profile: LinkProfile) -> bool:
 
 
 def project(
-    run: RecordedRun, profile: LinkProfile, worlds: list[int], scaling: str | None = None
+    run: RecordedRun,
+    profile: LinkProfile,
+    worlds: list[int],
+    scaling: str | None = None,
+    change: Change | None = None,
 ) -> tuple[list[Projected], list[str]]:
     """The run at each world size of `worlds` (not below its own), and the caveats. `scaling`:
     strong (the global batch kept, shared by more ranks) or weak (each rank's batch kept);
     None: as the run itself was (train.batch_mode). Under strong scaling a world larger than
     the global batch would leave ranks without a sample: it is not projected, and the caveat
-    names the largest world that keeps one per rank."""
+    names the largest world that keeps one per rank. `change`: the run as it would be with a
+    lever it has not got, its all-gathers and compute scaled as the change says."""
     start, caveats = run.start, []
-    variant = run.row_variant()
-    label = f"{run.label}{f' ({variant})' if variant else ''}"
+    label = run.row_label
+    label += f" with {change.name}" if change else ""
     timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
     speeds = sorted(epoch.samples_per_s for epoch in timed)
     own = communication_s(run, profile, start.world_size)
@@ -147,6 +165,8 @@ def project(
     batch = start.global_batch_size
     step_s = batch / samples_s
     parts = step_parts(run, step_s, own)
+    if change is not None:
+        parts = replace(parts, compute_s=parts.compute_s * change.compute)
     if not parts.split:
         caveats.append(
             f"{label}: no step split recorded (TensorFlow, a GPU run or older records): its "
@@ -162,6 +182,9 @@ def project(
     ran_weak = start.config.get("train", {}).get("batch_mode") == "per_rank"
     weak = ran_weak if scaling is None else scaling == "weak"
     rank_batch = batch // start.world_size
+    micro = (change.micro_batches if change else 0) or int(
+        start.config.get("train", {}).get("accumulation_steps", 1)
+    )
     # one worker, no communication, the whole state: a weak projection keeps one rank's batch
     _, shard_now = _dims(run, start.world_size)
     single_s = (
@@ -183,7 +206,14 @@ def project(
                 f"or --scaling weak to keep {rank_batch} per rank"
             )
             continue
-        comm = communication_s(run, profile, world) or 0.0
+        at_n = rank_batch if weak else batch // world
+        if at_n % micro:
+            caveats.append(
+                f"{label}: not projected to {world} workers: its per-rank batch of {at_n} there "
+                f"does not split into train.accumulation_steps={micro} micro-batches"
+            )
+            continue
+        comm = communication_s(run, profile, world, change.gathers if change else 1.0) or 0.0
         compute = rest_at(run, parts, world, weak)
         fast, slow = max(compute, comm), compute + comm
         global_batch = batch * world / start.world_size if weak else batch

@@ -60,6 +60,14 @@ class Report:
     sentences: list[str] = field(default_factory=list)
     """Why, and where runs trade places."""
     caveats: list[str] = field(default_factory=list)
+    profiles: Profiles | None = None
+    """The link profile that priced each run (the memory levers price with it too)."""
+
+    def of(self, run: RecordedRun) -> link_profile.LinkProfile:
+        """The link profile that priced `run`; ValueError for a report made without one."""
+        if self.profiles is None:
+            raise ValueError("the projection holds no link profile")
+        return self.profiles.of(run)
 
     @property
     def text(self) -> str:
@@ -123,7 +131,7 @@ def report(
         priced = [run for run in runs if profiles.of(run) is profile]
         caveats += [c for c in [step_model.host_caveat(priced, profile)] if c]
     caveats += profiles.caveats(runs)
-    found = Report(profile=profiles.named())
+    found = Report(profile=profiles.named(), profiles=profiles)
     header = ("run", "workers", "samples/s (no overlap .. full)", "scaling eff %", "comm ms/step")
     lines.append("{:>34}  {:>7}  {:>32}  {:>14}  {:>12}".format(*header))
     for run in runs:

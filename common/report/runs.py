@@ -166,11 +166,17 @@ class RecordedRun:
             "batch": f"{batch} per rank" if mode == "per_rank" else f"{batch} global",
         }
 
+    @property
+    def row_label(self) -> str:
+        """The label with its variant: one row's name in the projection and memory tables."""
+        variant = self.row_variant()
+        return f"{self.label} ({variant})" if variant else self.label
+
     def row_variant(self) -> str:
         """The framework section's settings that differ from their defaults (not the strategy),
         e.g. "cpu_offload=True", train.steps_per_call and train.accumulation_steps when not 1,
-        and the sizes of a run that changed size: runs that differ in them get rows of their
-        own."""
+        model.activation_checkpointing when on, and the sizes of a run that changed size: runs
+        that differ in them get rows of their own."""
         section = self.start.config.get(self.start.framework)
         defaults = FRAMEWORK_DEFAULTS.get(self.start.framework, {})
         said = []
@@ -183,6 +189,8 @@ class RecordedRun:
         train = self.start.config.get("train", {})
         for key in ("steps_per_call", "accumulation_steps"):
             said += [f"{key}={train[key]}"] if train.get(key, 1) != 1 else []
+        checkpointing = self.start.config.get("model", {}).get("activation_checkpointing", "none")
+        said += [f"activation_checkpointing={checkpointing}"] if checkpointing != "none" else []
         sizes = launch_history.resized(self.records)
         return ", ".join(said + ([f"resized {sizes}"] if sizes else []))
 

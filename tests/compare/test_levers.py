@@ -1,6 +1,7 @@
 """compare --project N --device-memory SIZE names, for a run that does not fit, the memory levers
-priced by the same plan (common.projection.levers): a ddp ResNet-8 that does not fit gets
-fully_shard, then fully_shard with its blocks checkpointed, and the first that fits is named."""
+priced by the same plan (common.projection.levers): a ddp ResNet-8 that does not fit gets 2 and
+4 micro-batches, fully_shard, then fully_shard with its blocks checkpointed, and the first that
+fits is named."""
 
 import json
 from pathlib import Path
@@ -15,6 +16,8 @@ from tests.compare.test_projection import profile
 from tests.records import write_run
 
 SHARDED = "torch.strategy=fsdp2"
+ACCUMULATE = "train.accumulation_steps="
+MADE = "torch fsdp2 x2 (activation_checkpointing=blocks)"  # the run made with the lever
 CHECKPOINTING = "model.activation_checkpointing=blocks"
 RESNET = ["model.name=resnet8", "model.width=2", "train.batch_size=512", "optim.name=sgd"]
 # Between what the plan gives a rank of the ddp run (and of fsdp2 alone) and what it gives
@@ -38,10 +41,14 @@ def test_a_run_that_does_not_fit_gets_the_first_lever_that_fits(tmp_path, capsys
     link_profile.write(profile(), tmp_path / "links.json")
     found = projection([str(tmp_path), "--project", "2", "--device-memory", DEVICE], capsys)
     rows = {row["label"]: row for row in found["memory"]}
-    assert rows["torch ddp x2"]["fits"] is False and rows["torch fsdp2 x2"]["fits"] is True, rows
-    sharded, checkpointed = found["levers"]  # none for the run that fits
+    assert rows["torch ddp x2"]["fits"] is False and rows[MADE]["fits"] is True, rows
+    two, four, sharded, checkpointed = found["levers"]  # none for the run that fits
+    assert (two["change"], four["change"]) == (ACCUMULATE + "2", ACCUMULATE + "4")
     assert (sharded["change"], checkpointed["change"]) == (SHARDED, f"{SHARDED} {CHECKPOINTING}")
-    assert sharded["fits"] is False and checkpointed["fits"] is True
+    # the activations of half and a quarter of the batch (on [B]: 130 and 67 MiB against 253)
+    assert two["total_bytes"] < 0.6 * rows["torch ddp x2"]["total_bytes"]
+    assert four["total_bytes"] < 0.6 * two["total_bytes"]
+    assert two["fits"] and sharded["fits"] is False and checkpointed["fits"] is True
     assert checkpointed["total_bytes"] < rows["torch ddp x2"]["total_bytes"]
     # the run made with it holds no traffic and no step split: not projected, so no speed
     assert not found["rows"] and checkpointed["samples_s"] is None
@@ -54,21 +61,22 @@ def test_a_run_that_does_not_fit_gets_the_first_lever_that_fits(tmp_path, capsys
         [memory_at_n.MemoryRow(**row) for row in found["memory"]],
     )
     assert said[1].startswith("torch ddp x2 at 2 workers: ") and "does not fit" in said[1]
-    assert said[2].startswith(f"    --set {SHARDED}: ") and "does not fit;" in said[2], said
-    assert said[3].startswith(f"    --set {SHARDED} {CHECKPOINTING}: ")
-    assert said[3].endswith(
-        "fits (the smallest change that fits); samples/s: no projected run of it among the results"
-    ), said[3]
+    assert said[2].startswith(f"    --set {ACCUMULATE}2: ") and "(the smallest change" in said[2]
+    assert "samples/s: not priced: its batch normalization" in said[2], said[2]
+    assert said[4].startswith(f"    --set {SHARDED}: ") and "does not fit;" in said[4], said
+    assert said[5].startswith(f"    --set {SHARDED} {CHECKPOINTING}: ")
+    assert said[5].endswith(
+        "fits; samples/s: not priced: another strategy's collectives: project a run made with it"
+    ), said[5]
 
 
 def test_a_lever_s_speed_is_the_projection_of_a_run_made_with_it(tmp_path):
     ddp = tmp_path / "ddp" / "metrics.jsonl"
     made = write_runs(tmp_path)
     runs = [RecordedRun(str(path), metrics.scan(path).records) for path in (ddp, made)]
-    priced = [
-        Projected("torch fsdp2 x2", w, 1, 2, 100.0 * w, 200.0 * w, 1, 1, 0, 0) for w in (2, 8)
-    ]
+    priced = [Projected(MADE, w, 1, 2, 100.0 * w, 200.0 * w, 1, 1, 0, 0) for w in (2, 8)]
     wrong_model = [Projected("torch ddp x2", 8, 1, 2, 5, 6, 1, 1, 0, 0)]
-    assert levers.speed_of(runs[0], [SHARDED, CHECKPOINTING], 8, runs, priced) == (800, 1600)
-    assert levers.speed_of(runs[0], [SHARDED], 8, runs, priced) is None  # not checkpointed
-    assert levers.speed_of(runs[0], [SHARDED, CHECKPOINTING], 8, runs, wrong_model) is None
+    speed, said = levers.speed_of(runs[0], [SHARDED, CHECKPOINTING], 8, runs, priced)
+    assert (speed, said) == ((800, 1600), f"projected from {MADE}")
+    assert levers.speed_of(runs[0], [SHARDED], 8, runs, priced)[0] is None  # not checkpointed
+    assert levers.speed_of(runs[0], [SHARDED, CHECKPOINTING], 8, runs, wrong_model)[0] is None
