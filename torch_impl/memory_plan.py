@@ -255,12 +255,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--local-world", type=int, help="ranks per node (hsdp's shard group)")
     parser.add_argument("--json", action="store_true", help="one JSON line per world size")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        metavar="'KEY=VALUE ...'",
+        help="plan the configuration with these settings too, in this one process (its rows "
+        "carry the variant); repeatable, '' for the configuration as given",
+    )
     args = parser.parse_args(argv)
-    try:
-        cfg = config_io.config_from_args(args)
-    except ValueError as error:  # the config's own message names the key and the fix
-        parser.error(str(error))
-    for row in plan(cfg, args.world, args.scaling, args.run_world, args.local_world):
+    rows = []
+    for variant in args.variant or [""]:
+        try:
+            cfg = config_io.load_config(args.config, [*args.overrides, *variant.split()])
+        except ValueError as error:  # the config's own message names the key and the fix
+            parser.error(str(error))
+        found = plan(cfg, args.world, args.scaling, args.run_world, args.local_world)
+        rows += [{**row, "variant": variant} for row in found] if args.variant else found
+    for row in rows:
         if args.json:
             print(json.dumps(row))
         elif "refused" in row:

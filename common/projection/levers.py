@@ -139,11 +139,14 @@ def levers(
         short = {row.world: row for row in rows if row.label == run.row_label and row.fits is False}
         if not short:
             continue
-        for change in candidates(run):
-            planned = memory_at_n.plan_run(
-                run, sorted(short), scaling or memory_at_n.own_scaling(run), change
-            )
-            for entry in planned:
+        changes = candidates(run)
+        if not changes:
+            continue
+        planned = memory_at_n.plan_run(
+            run, sorted(short), scaling or memory_at_n.own_scaling(run), changes
+        )
+        for change in changes:
+            for entry in (entry for entry in planned if entry["variant"] == " ".join(change)):
                 row = short.get(entry["world"])
                 if row is None:
                     continue

@@ -114,11 +114,15 @@ def fits(total: int, device: int) -> bool:
 
 
 def plan_run(
-    run: RecordedRun, counts: list[int], scaling: str, changes: Sequence[str] = ()
+    run: RecordedRun,
+    counts: list[int],
+    scaling: str,
+    variants: Sequence[Sequence[str]] = (),
 ) -> list[dict[str, Any]]:
-    """The tracker's rows for `run` at `counts` workers (`torch_impl.memory_plan --json`), with
-    the `changes` set (`common.projection.levers`); RuntimeError naming the run and the tool's
-    last line when it fails."""
+    """The tracker's rows for `run` at `counts` workers (`torch_impl.memory_plan --json`); with
+    `variants`, the rows of each set of changes instead, all in one process, each row's
+    "variant" its changes space-separated (`common.projection.levers`). RuntimeError naming the
+    run and the tool's last line when it fails."""
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "config.yaml"
         config.write_text(yaml.safe_dump(run.start.config))
@@ -140,8 +144,8 @@ def plan_run(
             str(_ranks_per_node(run)),
             "--json",
         ]
-        for change in changes:
-            command += ["--set", change]
+        for variant in variants:
+            command += ["--variant", " ".join(variant)]
         done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
