@@ -42,7 +42,7 @@ LONG = {
     "tests/torch/test_distributed.py": 70,
     "tests/faults/test_kubeflow_pods.py": 61,
     "tests/faults/test_one_run_per_folder.py": 28,  # [B], a tenth of MNIST
-    "tests/compare/test_levers.py": 16,  # [B]
+    "tests/compare/test_levers.py": 11,  # [B], alone
     "tests/tf/test_activation_checkpointing.py": 33,  # [B], alone
     "tests/preflight/test_preflight.py": 32,
     "tests/torch/test_resize.py": 27,

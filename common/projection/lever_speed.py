@@ -30,7 +30,7 @@ from collections.abc import Callable
 from common.core.measure import precision
 from common.models import zoo
 from common.models.config import ModelConfig
-from common.projection import step_model
+from common.projection import reasons, step_model
 from common.projection.link_profile import LinkProfile
 from common.report.runs import RecordedRun
 
@@ -41,29 +41,22 @@ GATHERED = ("fsdp2", "hsdp", "fsdp1")  # all-gather per micro-batch
 ProfileOf = Callable[[RecordedRun], LinkProfile]
 
 
-def _model(run: RecordedRun) -> ModelConfig:
+def model_of(run: RecordedRun) -> ModelConfig:
+    """The run's model section, as its config held it."""
     return ModelConfig.model_validate(run.start.config.get("model", {}))
-
-
-def _micro(run: RecordedRun) -> int:
-    return int(run.start.config.get("train", {}).get("accumulation_steps", 1))
 
 
 def compute_s(run: RecordedRun, profile: LinkProfile) -> float | None:
     """The run's measured step less its priced communication at its own size (its profiled
-    compute where it has a step split); None without timed epochs or traffic."""
-    timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
-    own = step_model.communication_s(run, profile, run.start.world_size)
-    if not timed or own is None:
-        return None
-    step = run.start.global_batch_size / sorted(e.samples_per_s for e in timed)[len(timed) // 2]
-    parts = step_model.step_parts(run, step, own)
-    return parts.compute_s
+    compute where it has a step split, `reasons.measured_step`); None without timed epochs or
+    traffic."""
+    step = reasons.measured_step(run, profile)
+    return step.parts.compute_s if step else None
 
 
 def _lever(run: RecordedRun) -> tuple[str, int]:
     """(checkpointing, micro-batches) of a run: what the levers change."""
-    return _model(run).activation_checkpointing, _micro(run)
+    return model_of(run).activation_checkpointing, run.micro_batches
 
 
 def measured_factor(
@@ -72,11 +65,11 @@ def measured_factor(
     """(with / without, the pair's labels) of the first measured pair for `lever` (checkpointing,
     micro-batches) on `run`'s model: two runs of its framework and model at one per-rank batch,
     one strategy and size, one with the lever and one as `run` is; `run`'s strategy first."""
-    plain = _model(run).model_copy(update={"activation_checkpointing": "none"})
+    plain = model_of(run).model_copy(update={"activation_checkpointing": "none"})
     rank_batch = run.start.global_batch_size // run.start.world_size
 
     def kind(other: RecordedRun) -> tuple[str, int] | None:
-        model = _model(other).model_copy(update={"activation_checkpointing": "none"})
+        model = model_of(other).model_copy(update={"activation_checkpointing": "none"})
         batch = other.start.global_batch_size // other.start.world_size == rank_batch
         ok = model == plain and batch and other.start.framework == run.start.framework
         return _lever(other) if ok else None
@@ -106,14 +99,14 @@ def change_for(
     gathers, compute, micro, said = 1.0, 1.0, 0, []
     for setting in settings:
         if setting.startswith(ACCUMULATION):
-            if precision.batch_norm(zoo.describe(_model(run))) != "none":
+            if precision.batch_norm(zoo.describe(model_of(run))) != "none":
                 return None, (
                     "its batch normalization (each micro-batch's statistics: k changes the "
                     "maths) all-reduces in every micro-batch, and the records count those "
                     "all-reduces with the gradients'"
                 )
             k = micro = int(setting.removeprefix(ACCUMULATION))
-            gathers = k / _micro(run) if run.start.strategy in GATHERED else 1.0
+            gathers = k / run.micro_batches if run.start.strategy in GATHERED else 1.0
             pair = measured_factor(run, runs, profile_of, (_lever(run)[0], k))
             if pair is None:
                 said.append(

@@ -24,10 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from common.models import zoo
-from common.models.config import ModelConfig
 from common.projection import lever_speed, memory_at_n, step_model
 from common.report.runs import RecordedRun
 
+ACCUMULATION = lever_speed.ACCUMULATION
 CHECKPOINTING = lever_speed.CHECKPOINTING
 SHARDED = "torch.strategy=fsdp2"
 FULLY_SHARDED = ("fsdp2", "hsdp")
@@ -47,19 +47,15 @@ class Lever:
     speed_from: str = ""  # where samples_s comes from, or why there is none
 
 
-def _model(run: RecordedRun) -> ModelConfig:
-    return ModelConfig.model_validate(run.start.config.get("model", {}))
-
-
 def candidates(run: RecordedRun) -> list[list[str]]:
     """The changes to price for `run`, cheapest in speed first: accumulation on a replica
     (its collectives stay once per optimizer step), then checkpointing and fully_shard, for a
     torch run (TensorFlow has no sharding strategy, and the plan follows checkpointing under
     fully_shard only)."""
-    model = _model(run)
+    model = lever_speed.model_of(run)
     found = []
-    if run.start.strategy in REPLICAS and _micro(run) == 1:
-        found += [[f"{lever_speed.ACCUMULATION}{k}"] for k in MICRO_BATCHES]
+    if run.start.strategy in REPLICAS and run.micro_batches == 1:
+        found += [[f"{ACCUMULATION}{k}"] for k in MICRO_BATCHES]
     if run.start.framework != "torch":
         return found
     blocks = bool(zoo.blocks(zoo.describe(model))) and model.activation_checkpointing == "none"
@@ -73,20 +69,16 @@ def candidates(run: RecordedRun) -> list[list[str]]:
     return found
 
 
-def _micro(run: RecordedRun) -> int:
-    return int(run.start.config.get("train", {}).get("accumulation_steps", 1))
-
-
 def _made_with(run: RecordedRun, change: list[str], runs: list[RecordedRun]) -> RecordedRun | None:
     """A run of `runs` made as `run` with `change`: its framework, model and global batch, with
     the strategy, checkpointing and micro-batches the change sets (else `run`'s)."""
     strategy = "fsdp2" if SHARDED in change else run.start.strategy
-    model = _model(run)
+    model = lever_speed.model_of(run)
     if CHECKPOINTING in change:
         model = model.model_copy(update={"activation_checkpointing": "blocks"})
     micro = next(
-        (int(c.removeprefix(lever_speed.ACCUMULATION)) for c in change if c.startswith("train.")),
-        _micro(run),
+        (int(c.removeprefix(ACCUMULATION)) for c in change if c.startswith(ACCUMULATION)),
+        run.micro_batches,
     )
     wanted = (run.start.framework, strategy, model, micro, run.start.global_batch_size)
     for other in runs:
@@ -94,8 +86,8 @@ def _made_with(run: RecordedRun, change: list[str], runs: list[RecordedRun]) -> 
         if (
             start.framework,
             start.strategy,
-            _model(other),
-            _micro(other),
+            lever_speed.model_of(other),
+            other.micro_batches,
             start.global_batch_size,
         ) == wanted:
             return other

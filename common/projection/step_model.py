@@ -182,9 +182,7 @@ def project(
     ran_weak = start.config.get("train", {}).get("batch_mode") == "per_rank"
     weak = ran_weak if scaling is None else scaling == "weak"
     rank_batch = batch // start.world_size
-    micro = (change.micro_batches if change else 0) or int(
-        start.config.get("train", {}).get("accumulation_steps", 1)
-    )
+    micro = (change.micro_batches if change else 0) or run.micro_batches
     # one worker, no communication, the whole state: a weak projection keeps one rank's batch
     _, shard_now = _dims(run, start.world_size)
     single_s = (

@@ -167,6 +167,11 @@ class RecordedRun:
         }
 
     @property
+    def micro_batches(self) -> int:
+        """train.accumulation_steps: the micro-batches of each rank's batch."""
+        return int(self.start.config.get("train", {}).get("accumulation_steps", 1))
+
+    @property
     def row_label(self) -> str:
         """The label with its variant: one row's name in the projection and memory tables."""
         variant = self.row_variant()
