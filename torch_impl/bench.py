@@ -4,12 +4,15 @@ of their own.
     python -m torch_impl.bench --model NAME [--train-limit 6400] [--repeats 3] [--batch 64]
                                [--device auto|cpu|gpu]   (NAME: any of common.models.zoo.MODELS)
 
-`plain loop`: a hand-written loop over the same preloaded tensors as the launched runs (no
-wrapper, no metrics). `seed-style loop`: the tutorials' loop, a DataLoader with a per-sample
-transform and shuffle. The second pass over the data is timed, as the launched runs time their
-epoch 2. Both run on the device the launched runs take for dist.device=--device (the GPU
-when torch sees one, for auto), so that they are compared with the same hardware. Prints one
-JSON line {"model", "samples_per_s": {baseline: median samples/s}}.
+`plain loop`: a hand-written loop over the same preloaded tensors as the launched runs (no wrapper,
+no metrics). `seed-style loop`: the tutorials' loop, a DataLoader with a per-sample transform and
+shuffle. Both build the model as the launched runs do (channels-last images) and take the optimizer
+implementation they take (`torch.optimizer_impl`, foreach Adam by default: the for-loop that torch
+picks by itself on the CPU made the plain loop's CNN 1.36x slower than the suite's,
+docs/performance.md), so that "vs plain" measures the harness alone. The second pass over the data
+is timed, as the launched runs time their epoch 2. Both run on the device the launched runs take for
+dist.device=--device (the GPU when torch sees one, for auto), so that they are compared with the
+same hardware. Prints one JSON line {"model", "samples_per_s": {baseline: median samples/s}}.
 """
 
 from __future__ import annotations
@@ -23,20 +26,24 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from common.core.config import config_io, devices
+from common.core.config import config_io, devices, strategies
 from common.data import mnist
 from common.launch import environment
 from common.models import zoo
 from torch_impl.data import MnistImages
 from torch_impl.model import build_model
-from torch_impl.optim import build_optimizer
+from torch_impl.optim import build_optimizer, implementation
 from torch_impl.precision import settle_vector_math
 
 
 def _model_and_optimizer(model_name: str, device: torch.device):
     cfg = config_io.load_config(None, [f"model.name={model_name}", "optim.name=adam"])
     model = build_model(cfg.net(), seed=0).to(device)
-    return model, build_optimizer(cfg.optim, model.parameters())
+    single = strategies.get("torch", "single")
+    impl = implementation(
+        cfg.optim.name, cfg.torch.optimizer_impl, loss_scaling=False, strategy=single
+    )
+    return model, build_optimizer(cfg.optim, model.parameters(), impl)
 
 
 def _synchronize(device: torch.device) -> None:
