@@ -81,12 +81,13 @@ def make_train_step(
     micro_batches: int = 1,
 ):
     """`train_step(images, labels, lr)`, one step per call on every worker, and
-    `train_steps(indices, lrs)`, several steps over `source`, the preloaded (images, labels),
-    in one call. Both trace the same per-step body (`one_step`): the step's learning rate, then
-    `optimizer_step` on every worker. `jit_compile`: the forward and backward pass go through
-    XLA in a tf.function of their own. Without XLA the forward is traced straight into the step:
-    batch normalization all-reduces its statistics inside the forward, and TensorFlow refuses a
-    cross-worker exchange (a merge_call) inside a nested tf.function."""
+    `train_steps(indices, lrs)`, one or several steps over `source`, the preloaded (images,
+    labels), in one call, the samples gathered inside it. Both trace the same per-step body
+    (`one_step`): the step's learning rate, then `optimizer_step` on every worker.
+    `jit_compile`: the forward and backward pass go through XLA in a tf.function of their own.
+    Without XLA the forward is traced straight into the step: batch normalization all-reduces
+    its statistics inside the forward, and TensorFlow refuses a cross-worker exchange (a
+    merge_call) inside a nested tf.function."""
     forward_backward = functools.partial(
         loss_and_gradients, model, optimizer, global_batch=global_batch
     )
@@ -110,7 +111,10 @@ def make_train_step(
         """The steps whose samples are indices[i] of `source` (images, labels) at lrs[i],
         unrolled in one graph (one trace per call length) as Keras's steps_per_execution runs
         them: the same gathers as train_batches, the same body as train_step, no eager op
-        between."""
+        between. One step's indices [batch] at one rate: that step alone, its loss a scalar."""
+        if indices.shape.rank == 1:  # one step's indices, at rate lrs: nothing to stack
+            images, labels = (tf.gather(tensor, indices) for tensor in source)
+            return one_step(images, labels, lrs)
         losses = []
         for index in range(indices.shape[0]):
             images, labels = (tf.gather(tensor, indices[index]) for tensor in source)

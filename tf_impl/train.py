@@ -95,6 +95,7 @@ class TfTrainer(TrainerBase):
         self.counting: list[Call] | None = None  # collectives of the work count_calls runs
         self.counted_split: StepSplit | None = None  # where the counted step's time went
         self.step_markers = False  # while tracing (output.profile_steps)
+        self.rate: tuple[float | None, tf.Tensor | None] = (None, None)  # see _rate
 
     def numerics(self) -> dict:
         enabled = tf.config.experimental.tensor_float_32_execution_enabled()
@@ -122,21 +123,20 @@ class TfTrainer(TrainerBase):
             if cfg.tf.mixed_precision == "fp16":
                 self.optimizer = faults.loss_scale_optimizer(self.optimizer, self.overflows)
             self.optimizer.build(self.model.trainable_variables)
+        source, micro = (
+            (self.data.train_images, self.data.train_labels),
+            cfg.train.accumulation_steps,
+        )
         self.compiled_step, self.compiled_steps = make_train_step(
-            self.model,
-            self.optimizer,
-            info,
-            self.global_batch,
-            jit_compile=cfg.tf.jit_compile,
-            source=(self.data.train_images, self.data.train_labels),
-            micro_batches=cfg.train.accumulation_steps,
+            self.model, self.optimizer, info, self.global_batch, cfg.tf.jit_compile, source, micro
         )
         self.eval_step = make_eval_step(self.model, jit_compile=cfg.tf.jit_compile)
 
     def train_batches(self, epoch: int, start: int = 0):
-        """The data's batches from step `start`; with several steps a call on the tensor
-        pipeline, each step's sample indices instead, gathered inside the call (`train_steps`)."""
-        if self.cfg.train.steps_per_call > 1 and self.cfg.data.pipeline == "tensor":
+        """The data's batches from step `start`; on the tensor pipeline each step's sample
+        indices instead, gathered inside the compiled call (`train_steps`): two eager gathers a
+        step cost the MLP 1.25x here (docs/performance.md)."""
+        if self.cfg.data.pipeline == "tensor":
             return iter(self.data.plan.rank_indices(epoch)[start:])
         return self.data.train_batches(epoch, start)
 
@@ -154,21 +154,23 @@ class TfTrainer(TrainerBase):
         return loss
 
     def _train_step(self, batch, lr: float) -> float:
-        if isinstance(batch, np.ndarray):  # indices (train_batches): gathered as the data does
-            indices = tf.constant(batch)
-            batch = (
-                tf.gather(self.data.train_images, indices),
-                tf.gather(self.data.train_labels, indices),
-            )
-        images, labels = batch
         self.skips.taken += 1
-        rate = tf.constant(lr, dtype=tf.float32)  # a tensor: a new float must not retrace
+        gathered = isinstance(batch, np.ndarray)  # indices: gathered inside `train_steps`
+        compiled = self.compiled_steps if gathered else self.compiled_step
+        rate = self._rate(lr)  # a tensor: a new float must not retrace
+        arguments = (tf.constant(batch), rate) if gathered else (*batch, rate)
         with self._marked(1):
-            loss = self.compiled_step(images, labels, rate)
+            loss = compiled(*arguments)
         if self.counting is not None:  # the graph this call ran
-            concrete = self.compiled_step.get_concrete_function(images, labels, rate)
+            concrete = compiled.get_concrete_function(*arguments)
             self.counting += traffic.graph_calls(concrete, self.info.world_size)
         return loss if self.on_gpu else float(loss)  # float() waits for the step
+
+    def _rate(self, lr: float) -> tf.Tensor:
+        """The learning rate as a tensor, made again only when it changes."""
+        if self.rate[0] != lr:
+            self.rate = (lr, tf.constant(lr, dtype=tf.float32))
+        return self.rate[1]
 
     def step_split(self) -> StepSplit | None:
         return self.counted_split
