@@ -136,12 +136,14 @@ class TorchData:
         self, epoch: int, start: int = 0
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """This rank's (images, labels) for every step of `epoch` from step `start`, on the
-        device."""
+        device; the tensor pipeline draws the epoch's order when called, the loader when first
+        asked for a batch."""
         if self.pipeline == "tensor":
             indices = torch.from_numpy(self.plan.rank_indices(epoch)[start:]).to(self.device)
-            for step_indices in indices:
-                yield self.train_images[step_indices], self.train_labels[step_indices]
-            return
+            return ((self.train_images[step], self.train_labels[step]) for step in indices)
+        return self._loaded(epoch, start)
+
+    def _loaded(self, epoch: int, start: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         self.sampler.set_epoch(epoch, start)
         for images, labels in self.loader:
             yield (
