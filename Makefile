@@ -88,8 +88,9 @@ test-gpu: setup data
 
 # The main job, end to end on this machine: the MLP on real MNIST, 2 epochs, with torch single,
 # DDP and FSDP2 and TensorFlow MWMS on 1 and 2 local processes, each framework's link profile
-# of the same 2 processes (seconds), then the comparison report: why each step takes what it
-# takes, fsdp2 against ddp in parts, and both projected to 8 and 64 workers.
+# of the same 2 processes (seconds), each harness against its framework's plain loop (the
+# bench, 3 repeats), then the comparison report: why each step takes what it takes, fsdp2
+# against ddp in parts, each framework's harness ratio, and both projected to 8 and 64 workers.
 DEMO_DIR ?= results/demo
 DEMO_RUN  = --config configs/mlp_adam.yaml --set train.epochs=2 --set train.target_accuracy=0.96 \
             --set output.dir=$(DEMO_DIR) \
@@ -108,6 +109,8 @@ demo: setup data
 	$(LAUNCH2) $(PY) -m tf_impl.train $(DEMO_RUN) --set output.run_name=tf-mwms-w2 2>&1 | $(TF_NOISE)
 	$(LAUNCH2) $(PY) -m torch_impl.links --out $(DEMO_DIR)/links-torch.json --max-bytes 2097152
 	$(LAUNCH2) $(PY) -m tf_impl.links --out $(DEMO_DIR)/links-tf.json --max-bytes 2097152 2>&1 | $(TF_NOISE)
+	$(PY) -m common.tools.bench --models mlp --strategies single,mwms --tf-ranks 1 --nproc 1 \
+	    --pipelines tensor --repeats 3 --out $(DEMO_DIR)/bench.json 2>&1 | $(TF_NOISE)
 	$(PY) compare.py $(DEMO_DIR) --project 8,64 --out $(DEMO_DIR)/report
 
 # The model-size axis on this machine (common.tools.sizes): 0.1M to 300M parameters, synthetic data,

@@ -28,6 +28,7 @@ from common.projection import chart, levers, memory_at_n, profiles, summary
 from common.projection.levers import Lever
 from common.projection.memory_at_n import MemoryRow
 from common.report import agreement, lost_rank_table, size_table, trace_files, verdict
+from common.report.harness_ratio import attach as attach_harness_ratios
 from common.report.inputs import load_runs
 from common.report.render import files, pages, tables
 from common.report.rows import RunGroup, group_runs, rows_for
@@ -150,10 +151,9 @@ def _load(args: argparse.Namespace) -> Compared:
     for group in groups:
         group.rows = rows_for(group.runs, target)
     cells, cell_notes, unreadable = lost_rank_table.gathered(args.results)
-    problems += unreadable
-    lost_rank = pages.LostRank(cells, cell_notes) if cells else None
+    problems += unreadable + attach_harness_ratios(groups, args.results)
     compared = Compared(runs, problems, target, groups, notes, size_table.size_rows(runs))
-    compared.lost_rank = lost_rank
+    compared.lost_rank = pages.LostRank(cells, cell_notes) if cells else None
     compared.traces = trace_files.found(runs)
     return compared
 
@@ -225,8 +225,7 @@ def _write_report(out: Path, compared: Compared, projected: summary.Report | Non
     """The report files, with the projection's section and plot; a failure is a problem."""
     section = None
     if projected is not None:
-        picture = chart.plot(projected, out)
-        if picture:
+        if picture := chart.plot(projected, out):
             print(f"projection plot: {picture}")
         section = pages.Projection(projected.sentences, projected.table, projected.caveats, picture)
     try:

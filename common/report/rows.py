@@ -86,6 +86,9 @@ class RunGroup:
     """Filled for a target accuracy (`rows_for`)."""
     pictures: list[Path] = field(default_factory=list)
     """Filled when the report's plots are written."""
+    harness: list[str] = field(default_factory=list)
+    """What a bench among the results says of each framework's harness on this group's model
+    (`common.report.harness_ratio`), for the verdict."""
 
 
 def group_runs(runs: list[RecordedRun]) -> tuple[list[RunGroup], list[str]]:

@@ -29,7 +29,11 @@ def _label(row: Row) -> str:
 def of_group(group: RunGroup, target: float) -> list[str]:
     """The verdict of a group, then what the later launches of its runs did (restarts, size
     changes: `launch_history.history`)."""
-    said = sentences(group.rows, target) + step_parts.sentences(group.runs)
+    said = sentences(group.rows, target)
+    # the bench's harness ratios beside the one-worker framework comparison
+    at = next((i + 1 for i, line in enumerate(said) if line.startswith("At 1 worker(s)")), None)
+    said[len(said) if at is None else at : at] = group.harness
+    said += step_parts.sentences(group.runs)
     for run in group.runs:
         said += [
             f"{run.label} ({run.start.run_id}): {line}."

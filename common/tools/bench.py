@@ -3,7 +3,7 @@ both pipelines, beside each framework's plain-loop baselines, in one run.
 
     python -m common.tools.bench [--models mlp,cnn] [--frameworks torch,tf] [--nproc 2]
         [--compile eager,compiled] [--tf-ranks 1,2] [--set torch.wrap=size]
-        [--vary torch.sharding=shard_grad_op] [--against REF]
+        [--vary torch.sharding=shard_grad_op] [--against REF] [--out RESULTS/bench.json]
 
 Every measurement is repeated --repeats times, interleaved (each round measures every cell
 once), and reported as median and spread. Nothing here imports a framework. Each framework's
@@ -15,20 +15,25 @@ adds torch.compile / tf.jit_compile cells; each --vary KEY=VALUE adds a cell bes
 strategy that reads KEY (--set changes every cell). --against REF measures every cell on that
 commit of the suite too, checked out by `git worktree` into a temporary folder, right after
 this tree's in each round, so that "before" and "after" see the same machine. Prints a table
-(and, with --against, a second one with both).
+(and, with --against, a second one with both). --out writes this tree's rows, with the host and
+the time, where compare.py finds them among its results: its verdict then sets each framework's
+harness ratio (its cell against its plain loop) beside the framework comparison.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import fnmatch
+import sys
 from pathlib import Path
 
 from common.core.config import strategies
 from common.core.train.progress import TERMINAL_EVERY_S
+from common.report import harness_ratio
 from common.tools import programs, worktree
 from common.tools.bench_cells import Cell, measurements
-from common.tools.bench_table import Tally, change_table, main_table
+from common.tools.bench_table import Tally, change_table, main_table, rows
 from common.tools.measure import BATCH, progress_cost
 
 
@@ -127,7 +132,16 @@ def main(argv: list[str] | None = None) -> int:
         default=3,
         help="interleaved repeats of every measurement (median and spread)",
     )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        metavar="FILE",
+        help="also write the rows here (a bench*.json among compare.py's results: its verdict "
+        "gives each framework's harness ratio)",
+    )
     args = parser.parse_args(argv)
+    if args.out is not None and not fnmatch.fnmatch(args.out.name, harness_ratio.PATTERN):
+        parser.error(f"--out {args.out}: name it {harness_ratio.PATTERN}, as compare.py finds it")
     chosen = args.frameworks.split(",")
     unknown = sorted(set(chosen) - set(programs.FRAMEWORKS))
     if unknown:
@@ -159,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
         before = stack.enter_context(worktree.checked_out(commit)) if commit else None
         now, then = measure_rounds(cells, args.repeats, before)
     print("\n".join(main_table(now)))
+    if args.out is not None:
+        given = sys.argv[1:] if argv is None else argv
+        harness_ratio.write(args.out, rows(now), ["python -m common.tools.bench", *given])
+        print(f"rows written to {args.out} (compare.py reads it among the results)")
     if commit:
         print("\n".join(change_table(then, now, f"{args.against} ({commit[:10]})")))
     per_line, fraction = progress_cost()

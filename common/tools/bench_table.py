@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from typing import Any
 
 from common.tools.measure import SPREAD_WARNING
 
@@ -97,3 +98,22 @@ def change_table(before: Tally, now: Tally, ref: str) -> list[str]:
             f"{_percent(now.mfu(row, 'eval'), 8)} {_percent(before.mfu(row, 'eval'), 8)}"
         )
     return lines
+
+
+def rows(tally: Tally) -> list[dict[str, Any]]:
+    """Every row of this tree as the bench file holds it (`common.report.harness_ratio`)."""
+    found = []
+    for (model_name, variant), speeds in tally.speeds.items():
+        middle = statistics.median(speeds)
+        found.append(
+            {
+                "model": model_name,
+                "variant": variant,
+                "ranks": tally.ranks[(model_name, variant)],
+                "samples_per_s": middle,
+                "spread": (max(speeds) - min(speeds)) / middle,
+                "repeats": len(speeds),
+                "mfu": tally.mfu((model_name, variant), "mfu"),
+            }
+        )
+    return found

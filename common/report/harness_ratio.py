@@ -1,0 +1,134 @@
+"""Each framework's harness against its own plain loop, as `python -m common.tools.bench --out
+DIR/bench.json` measured it: compare.py finds the file among its results, as it finds link
+profiles, and the verdict of each group sets both frameworks' ratios beside the framework
+comparison. A framework comparison is one of frameworks only where both harnesses run at their
+plain loops' speed; where the ratios differ, that much of the difference is the suite's.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from common.core import whole_files
+from common.core.measure import peak
+
+if TYPE_CHECKING:
+    from common.report.rows import RunGroup
+
+PATTERN = "bench*.json"
+NAMES = {"torch": "torch", "tf": "TensorFlow"}
+# a launched cell of one rank: "<framework> <strategy>[ x1] / <pipeline>", no compile or --vary
+ONE_RANK = re.compile(r"^(torch|tf) (\w+)(?: x1)? / (\w+)$")
+
+
+@dataclass(frozen=True)
+class Bench:
+    """One file: its rows (model, variant, ranks, samples_per_s, spread, repeats), where and when
+    they were measured, and the command."""
+
+    path: Path
+    rows: list[dict[str, Any]]
+    host: str
+    measured: str
+    command: list[str]
+
+    def speed(self, model: str, variant: str) -> float | None:
+        found = [r for r in self.rows if r["model"] == model and r["variant"] == variant]
+        return float(found[0]["samples_per_s"]) if found else None
+
+
+def write(path: Path, rows: list[dict[str, Any]], command: list[str]) -> None:
+    """The bench's rows as the file compare.py reads, with this host and the time."""
+    document = {
+        "measured": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": f"{peak.processor()}, {os.cpu_count()} logical CPUs",
+        "command": command,
+        "rows": rows,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    whole_files.write_text(path, json.dumps(document, indent=2) + "\n")
+
+
+def read(path: Path) -> Bench:
+    """The file's rows; ValueError naming the file when it is not the bench's."""
+    try:
+        data = json.loads(path.read_text())
+        keys = ("model", "variant", "ranks", "samples_per_s", "spread", "repeats")
+        rows = [{key: row[key] for key in keys} for row in data["rows"]]
+        return Bench(path, rows, str(data["host"]), str(data["measured"]), list(data["command"]))
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(
+            f"{path}: not a bench file of python -m common.tools.bench --out ({error})"
+        ) from None
+
+
+def gathered(results: list[str]) -> tuple[list[Bench], list[str]]:
+    """The bench files in the result folders (sorted), and a problem per unreadable one."""
+    paths = sorted({p for r in results if Path(r).is_dir() for p in Path(r).glob(PATTERN)})
+    benches, problems = [], []
+    for path in paths:
+        try:
+            benches.append(read(path))
+        except ValueError as error:
+            problems.append(str(error))
+    return benches, problems
+
+
+def ratios(bench: Bench, model: str, pipeline: str) -> dict[str, tuple[str, float, float]]:
+    """{framework: (its one-rank cell on `pipeline`, samples/s, that / its plain loop)} for the
+    frameworks whose cell and plain loop were both measured on `model` over 2 repeats or more
+    (one repeat has no median)."""
+    found = {}
+    for row in bench.rows:
+        match = ONE_RANK.match(row["variant"])
+        if row["model"] != model or row["repeats"] < 2 or not match or match[3] != pipeline:
+            continue
+        plain = bench.speed(model, f"{match[1]} plain loop")
+        if plain and match[1] not in found:
+            found[match[1]] = (row["variant"], row["samples_per_s"], row["samples_per_s"] / plain)
+    return found
+
+
+def sentences(benches: list[Bench], model: str, pipeline: str) -> list[str]:
+    """What each bench says of `model` on `pipeline`: both harness ratios, and the plain
+    loops' own comparison."""
+    said = []
+    for bench in benches:
+        found = ratios(bench, model, pipeline)
+        if not found:
+            continue
+        repeats = max(row["repeats"] for row in bench.rows)
+        parts = [
+            f"{variant} runs at {ratio:.2f}x {NAMES[framework]}'s plain loop"
+            for framework, (variant, _, ratio) in sorted(found.items(), reverse=True)
+        ]
+        where = f"{bench.path.name}: {bench.host}, {bench.measured}, medians of {repeats}"
+        line = f"The bench ({where}) measured each harness on the {model}: " + "; ".join(parts)
+        plains = {fw: bench.speed(model, f"{fw} plain loop") for fw in ("torch", "tf")}
+        if found.keys() == {"torch", "tf"} and plains["torch"] and plains["tf"]:
+            between = plains["torch"] / plains["tf"]
+            suites = found["torch"][1] / found["tf"][1]
+            line += (
+                f". Between the plain loops torch is {between:.2f}x TensorFlow, between these "
+                f"cells {suites:.2f}x: the rest, {suites / between:.2f}x, is the harnesses', not "
+                "the frameworks'"
+            )
+        said.append(line + ".")
+    return said
+
+
+def attach(groups: list[RunGroup], results: list[str]) -> list[str]:
+    """Each group's `harness` sentences from the bench files among `results` (for its model and
+    data pipeline); a problem per unreadable file."""
+    benches, problems = gathered(results)
+    for group in groups:
+        config = group.runs[0].start.config
+        pipeline = config.get("data", {}).get("pipeline", "tensor")
+        group.harness = sentences(benches, group.runs[0].start.model, pipeline)
+    return problems

@@ -1,0 +1,107 @@
+"""A bench among the results (`python -m common.tools.bench --out DIR/bench.json`): the verdict
+sets each framework's harness ratio beside the framework comparison at one worker, and the
+plain loops' own comparison with it; a file that is not the bench's is a problem, by name."""
+
+import json
+
+import pytest
+
+import compare
+from common.core.config import strategies
+from common.launch.cluster import local_spec
+from common.report import harness_ratio
+from common.tools.bench_table import Tally, rows
+from tests import records
+
+
+class OneRank(records.RecordedTrainer):
+    spec = local_spec(1, master_port=1, tf_ports=(2,), launch_id="t")
+
+
+class TfOneRank(OneRank):
+    framework, framework_version = "tf", "2.21.0"
+    strategy = strategies.get("tf", "mwms")
+
+    def versions(self):
+        return {"tensorflow": "2.21.0"}
+
+
+def write_run(path, trainer, speed):
+    with records.MetricsWriter(path) as writer:
+        start = records.recorder.run_start(
+            records.CFG, trainer, run_id=path.parent.name, devices=["cpu"], hosts=[]
+        )
+        writer.write(start)
+        written = []
+        for number, accuracy in ((1, 0.88), (2, 0.93)):
+            epoch = records.changed(records.epoch(number, accuracy, 2.0 * number), memory=[])
+            written.append(writer.write(records.changed(epoch, samples_per_s=speed)))
+        end = records.recorder.run_end(
+            records.CFG, status="success", epochs=written, total_time_s=4.5, error=None
+        )
+        writer.write(end)
+
+
+def bench_rows(**speeds):
+    """The rows the bench writes, from its own tally, for these medians (3 repeats each)."""
+    tally = Tally()
+    for variant, speed in speeds.items():
+        for repeat in (0.99, 1.0, 1.01):
+            tally.add(("mlp", variant.replace("_", " ")), 1, speed * repeat, {})
+    return rows(tally)
+
+
+@pytest.fixture
+def results(tmp_path):
+    write_run(tmp_path / "torch-single" / "metrics.jsonl", OneRank(), 86_000.0)
+    write_run(tmp_path / "tf-mwms" / "metrics.jsonl", TfOneRank(), 72_000.0)
+    return tmp_path
+
+
+def verdict(results, capsys):
+    code = compare.main([str(results), "--format", "markdown"])
+    return code, capsys.readouterr()
+
+
+def test_the_verdict_gives_both_harness_ratios_beside_the_framework_comparison(results, capsys):
+    speeds = {
+        "torch_plain_loop": 90_000.0,
+        "torch_single_/_tensor": 86_000.0,
+        "tf_plain_loop": 80_000.0,
+        "tf_mwms_x1_/_tensor": 72_000.0,
+        "tf_mwms_x1_/_loader": 20_000.0,  # another pipeline than the runs': not this group's
+    }
+    harness_ratio.write(results / "bench.json", bench_rows(**speeds), ["python -m bench"])
+    code, out = verdict(results, capsys)
+    assert code == 0, out.err
+    said = [line[2:] for line in out.out.splitlines() if line.startswith("- ")]
+    first = next(i for i, line in enumerate(said) if line.startswith("At 1 worker(s)"))
+    assert "the faster framework is torch" in said[first]
+    bench = said[first + 1]  # right after the framework comparison
+    assert bench.startswith("The bench (bench.json: ")
+    assert "torch single / tensor runs at 0.96x torch's plain loop" in bench
+    assert "tf mwms x1 / tensor runs at 0.90x TensorFlow's plain loop" in bench
+    assert "Between the plain loops torch is 1.12x TensorFlow" in bench
+    assert "between these cells 1.19x: the rest, 1.06x, is the harnesses'" in bench
+    assert "loader" not in bench
+
+
+def test_a_bench_of_one_repeat_or_without_a_plain_loop_says_nothing(results, capsys):
+    one = [
+        dict(row, repeats=1)
+        for row in bench_rows(torch_plain_loop=9e4, **{"torch_single_/_tensor": 8e4})
+    ]
+    harness_ratio.write(results / "bench-one.json", one, ["python -m bench"])
+    lone = bench_rows(**{"tf_mwms_x1_/_tensor": 7e4})
+    harness_ratio.write(results / "bench-lone.json", lone, ["python -m bench"])
+    code, out = verdict(results, capsys)
+    assert code == 0, out.err
+    assert "The bench" not in out.out
+
+
+def test_a_file_that_is_not_the_benchs_is_a_problem_by_name(results, capsys):
+    (results / "bench.json").write_text(json.dumps({"rows": [{"model": "mlp"}]}))
+    code, out = verdict(results, capsys)
+    assert code == 1
+    assert "bench.json: not a bench file of python -m common.tools.bench --out" in out.err
+    assert "At 1 worker(s)" in out.out  # the runs are still compared
