@@ -105,3 +105,15 @@ def test_a_file_that_is_not_the_benchs_is_a_problem_by_name(results, capsys):
     assert code == 1
     assert "bench.json: not a bench file of python -m common.tools.bench --out" in out.err
     assert "At 1 worker(s)" in out.out  # the runs are still compared
+
+
+def test_the_bench_refuses_an_out_file_compare_would_not_find(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "results.json"
+    command = [sys.executable, "-m", "common.tools.bench", "--models", "mlp", "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert f"--out {out}: name it bench*.json, as compare.py finds it" in done.stderr
+    assert "round" not in done.stdout and not out.exists()
