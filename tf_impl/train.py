@@ -71,8 +71,7 @@ T = TypeVar("T")
 
 
 class TfTrainer(TrainerBase):
-    """tf_impl's side of `common.core.train.trainer.Trainer`: what only TensorFlow knows, nothing
-    else."""
+    """tf_impl's side of `common.core.train.trainer.Trainer`: what only TensorFlow knows."""
 
     framework = "tf"
     framework_version = str(tf.__version__)
@@ -133,9 +132,8 @@ class TfTrainer(TrainerBase):
         self.eval_step = make_eval_step(self.model, jit_compile=cfg.tf.jit_compile)
 
     def train_batches(self, epoch: int, start: int = 0):
-        """The data's batches from step `start`; on the tensor pipeline each step's sample
-        indices instead, gathered inside the compiled call (`train_steps`): two eager gathers a
-        step cost the MLP 1.25x here (docs/performance.md)."""
+        """The data's batches from step `start`; on the tensor pipeline each step's indices,
+        gathered inside the compiled call (`train_steps`; docs/performance.md says why)."""
         if self.cfg.data.pipeline == "tensor":
             return iter(self.data.plan.rank_indices(epoch)[start:])
         return self.data.train_batches(epoch, start)
