@@ -38,7 +38,7 @@ def plain_loop(model_name: str, images: tf.Tensor, labels: tf.Tensor, batch: int
     @tf.function
     def step(indices):
         # the step's samples gathered inside the compiled step, as the launched runs gather
-        # them: two eager gathers a step made this loop 1.25x slower on the MLP ([B])
+        # them: eager gathers would charge this loop a per-op dispatch the suite does not pay
         batch_images, batch_labels = tf.gather(images, indices), tf.gather(labels, indices)
         with tf.GradientTape() as tape:
             logits = model(batch_images, training=True)

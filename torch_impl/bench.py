@@ -7,12 +7,12 @@ of their own.
 `plain loop`: a hand-written loop over the same preloaded tensors as the launched runs (no wrapper,
 no metrics). `seed-style loop`: the tutorials' loop, a DataLoader with a per-sample transform and
 shuffle. Both build the model as the launched runs do (channels-last images) and take the optimizer
-implementation they take (`torch.optimizer_impl`, foreach Adam by default: the for-loop that torch
-picks by itself on the CPU made the plain loop's CNN 1.36x slower than the suite's,
-docs/performance.md), so that "vs plain" measures the harness alone. The second pass over the data
-is timed, as the launched runs time their epoch 2. Both run on the device the launched runs take for
-dist.device=--device (the GPU when torch sees one, for auto), so that they are compared with the
-same hardware. Prints one JSON line {"model", "samples_per_s": {baseline: median samples/s}}.
+implementation they take (`torch.optimizer_impl`, foreach Adam by default, not the for-loop that
+torch picks by itself on the CPU; docs/performance.md), so that "vs plain" measures the harness
+alone. The second pass over the data is timed, as the launched runs time their epoch 2. Both run on
+the device the launched runs take for dist.device=--device (the GPU when torch sees one, for auto),
+so that they are compared with the same hardware. Prints one JSON line {"model", "samples_per_s":
+{baseline: median samples/s}}.
 """
 
 from __future__ import annotations
@@ -119,10 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     images = images.to(device)
     labels = torch.from_numpy(digits.train_labels[:limit]).to(device)
     # The test set in memory, as the launched runs hold it (and a tutorial's loop, which
-    # evaluates): normalizing it frees 31 MiB temporaries, and glibc then raises its mmap
-    # threshold to that size, so the CNN's activations stop being mapped afresh (and page
-    # faulted in) at every step. Without it this loop trained the CNN 1.3x slower (docs/
-    # performance.md, "Each harness against its framework's plain loop").
+    # evaluates): normalizing it frees large temporaries, after which glibc raises its mmap
+    # threshold, so the CNN's activations stop being mapped afresh (and page faulted in) at
+    # every step (docs/performance.md, "Each harness against its framework's plain loop").
     held = torch.from_numpy(mnist.normalize(digits.test_images)).unsqueeze(1).to(device)
     plain = [plain_loop(args.model, images, labels, args.batch) for _ in range(args.repeats)]
     seed = [
