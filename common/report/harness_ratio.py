@@ -7,16 +7,13 @@ plain loops' speed; where the ratios differ, that much of the difference is the 
 
 from __future__ import annotations
 
-import datetime
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from common.core import whole_files
-from common.core.measure import peak
+from common.report import measured_files
 
 if TYPE_CHECKING:
     from common.report.rows import RunGroup
@@ -43,18 +40,6 @@ class Bench:
         return float(found[0]["samples_per_s"]) if found else None
 
 
-def write(path: Path, rows: list[dict[str, Any]], command: list[str]) -> None:
-    """The bench's rows as the file compare.py reads, with this host and the time."""
-    document = {
-        "measured": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "host": f"{peak.processor()}, {os.cpu_count()} logical CPUs",
-        "command": command,
-        "rows": rows,
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    whole_files.write_text(path, json.dumps(document, indent=2) + "\n")
-
-
 def read(path: Path) -> Bench:
     """The file's rows; ValueError naming the file when it is not the bench's."""
     try:
@@ -70,9 +55,8 @@ def read(path: Path) -> Bench:
 
 def gathered(results: list[str]) -> tuple[list[Bench], list[str]]:
     """The bench files in the result folders (sorted), and a problem per unreadable one."""
-    paths = sorted({p for r in results if Path(r).is_dir() for p in Path(r).glob(PATTERN)})
     benches, problems = [], []
-    for path in paths:
+    for path in measured_files.found(results, PATTERN):
         try:
             benches.append(read(path))
         except ValueError as error:
@@ -83,11 +67,13 @@ def gathered(results: list[str]) -> tuple[list[Bench], list[str]]:
 def ratios(bench: Bench, model: str, pipeline: str) -> dict[str, tuple[str, float, float]]:
     """{framework: (its one-rank cell on `pipeline`, samples/s, that / its plain loop)} for the
     frameworks whose cell and plain loop were both measured on `model` over 2 repeats or more
-    (one repeat has no median)."""
+    (one repeat has no median). A cell of several ranks is not set against a one-process loop."""
     found = {}
     for row in bench.rows:
         match = ONE_RANK.match(row["variant"])
-        if row["model"] != model or row["repeats"] < 2 or not match or match[3] != pipeline:
+        if row["model"] != model or row["ranks"] != 1 or row["repeats"] < 2:
+            continue
+        if not match or match[3] != pipeline:
             continue
         plain = bench.speed(model, f"{match[1]} plain loop")
         if plain and match[1] not in found:

@@ -6,15 +6,12 @@ the table beside the runs.
 
 from __future__ import annotations
 
-import datetime
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common.core import whole_files
-from common.core.measure import peak
+from common.report import measured_files
 
 PATTERN = "failure_cost*.json"
 # (key, title, format) of each column, in the order a table shows them
@@ -63,20 +60,9 @@ def read(path: Path) -> Measured:
         ) from None
 
 
-def write(path: Path, rows: list[dict[str, Any]], command: list[str]) -> None:
-    """The rows as the file compare.py reads, with this host and the time."""
-    document = {
-        "measured": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "host": f"{peak.processor()}, {os.cpu_count()} logical CPUs",
-        "command": command,
-        "rows": rows,
-    }
-    whole_files.write_text(path, json.dumps(document, indent=2) + "\n")
-
-
 def found(results: list[str]) -> list[Path]:
     """The failure-cost files in the result folders, sorted."""
-    return sorted({p for r in results if Path(r).is_dir() for p in Path(r).glob(PATTERN)})
+    return measured_files.found(results, PATTERN)
 
 
 def cells(rows: list[dict[str, Any]]) -> list[list[str]]:

@@ -31,8 +31,10 @@ def of_group(group: RunGroup, target: float) -> list[str]:
     changes: `launch_history.history`)."""
     said = sentences(group.rows, target)
     # the bench's harness ratios beside the one-worker framework comparison
-    at = next((i + 1 for i, line in enumerate(said) if line.startswith("At 1 worker(s)")), None)
-    said[len(said) if at is None else at : at] = group.harness
+    at = next(
+        (i + 1 for i, line in enumerate(said) if line.startswith("At 1 worker(s)")), len(said)
+    )
+    said[at:at] = group.harness
     said += step_parts.sentences(group.runs)
     for run in group.runs:
         said += [

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from common.core.config import strategies
 from common.core.train.progress import TERMINAL_EVERY_S
-from common.report import harness_ratio
+from common.report import harness_ratio, measured_files
 from common.tools import programs, worktree
 from common.tools.bench_cells import Cell, measurements
 from common.tools.bench_table import Tally, change_table, main_table, rows
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(main_table(now)))
     if args.out is not None:
         given = sys.argv[1:] if argv is None else argv
-        harness_ratio.write(args.out, rows(now), ["python -m common.tools.bench", *given])
+        measured_files.write(args.out, rows(now), ["python -m common.tools.bench", *given])
         print(f"rows written to {args.out} (compare.py reads it among the results)")
     if commit:
         print("\n".join(change_table(then, now, f"{args.against} ({commit[:10]})")))

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from common.core.records.records import METRICS_FILENAME
-from common.report import lost_rank_table
+from common.report import lost_rank_table, measured_files
 
 CASES = {
     "torch-ddp": ("torch_impl.train", ["torch.strategy=ddp"]),
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:  # for compare.py, beside the runs
         written = Path(args.out) / f"failure_cost-{args.launcher}.json"
         command = ["python", "-m", "common.tools.failure_cost", *(argv or sys.argv[1:])]
-        lost_rank_table.write(written, rows, command)
+        measured_files.write(written, rows, command)
         print(f"[failure-cost] wrote {written} (compare.py shows it)", file=sys.stderr)
     return 0
 

@@ -9,7 +9,7 @@ import pytest
 import compare
 from common.core.config import strategies
 from common.launch.cluster import local_spec
-from common.report import harness_ratio
+from common.report import measured_files
 from common.tools.bench_table import Tally, rows
 from tests import records
 
@@ -42,12 +42,13 @@ def write_run(path, trainer, speed):
         writer.write(end)
 
 
-def bench_rows(**speeds):
-    """The rows the bench writes, from its own tally, for these medians (3 repeats each)."""
+def bench_rows(speeds):
+    """The rows the bench writes, from its own tally, for these medians ({variant: samples/s},
+    3 repeats each)."""
     tally = Tally()
     for variant, speed in speeds.items():
         for repeat in (0.99, 1.0, 1.01):
-            tally.add(("mlp", variant.replace("_", " ")), 1, speed * repeat, {})
+            tally.add(("mlp", variant), 1, speed * repeat, {})
     return rows(tally)
 
 
@@ -65,13 +66,13 @@ def verdict(results, capsys):
 
 def test_the_verdict_gives_both_harness_ratios_beside_the_framework_comparison(results, capsys):
     speeds = {
-        "torch_plain_loop": 90_000.0,
-        "torch_single_/_tensor": 86_000.0,
-        "tf_plain_loop": 80_000.0,
-        "tf_mwms_x1_/_tensor": 72_000.0,
-        "tf_mwms_x1_/_loader": 20_000.0,  # another pipeline than the runs': not this group's
+        "torch plain loop": 90_000.0,
+        "torch single / tensor": 86_000.0,
+        "tf plain loop": 80_000.0,
+        "tf mwms x1 / tensor": 72_000.0,
+        "tf mwms x1 / loader": 20_000.0,  # another pipeline than the runs': not this group's
     }
-    harness_ratio.write(results / "bench.json", bench_rows(**speeds), ["python -m bench"])
+    measured_files.write(results / "bench.json", bench_rows(speeds), ["python -m bench"])
     code, out = verdict(results, capsys)
     assert code == 0, out.err
     said = [line[2:] for line in out.out.splitlines() if line.startswith("- ")]
@@ -86,14 +87,17 @@ def test_the_verdict_gives_both_harness_ratios_beside_the_framework_comparison(r
     assert "loader" not in bench
 
 
-def test_a_bench_of_one_repeat_or_without_a_plain_loop_says_nothing(results, capsys):
+def test_a_bench_of_one_repeat_of_two_ranks_or_without_a_plain_loop_says_nothing(results, capsys):
     one = [
         dict(row, repeats=1)
-        for row in bench_rows(torch_plain_loop=9e4, **{"torch_single_/_tensor": 8e4})
+        for row in bench_rows({"torch plain loop": 9e4, "torch single / tensor": 8e4})
     ]
-    harness_ratio.write(results / "bench-one.json", one, ["python -m bench"])
-    lone = bench_rows(**{"tf_mwms_x1_/_tensor": 7e4})
-    harness_ratio.write(results / "bench-lone.json", lone, ["python -m bench"])
+    measured_files.write(results / "bench-one.json", one, ["python -m bench"])
+    lone = bench_rows({"tf mwms x1 / tensor": 7e4})
+    measured_files.write(results / "bench-lone.json", lone, ["python -m bench"])
+    two = bench_rows({"tf plain loop": 8e4, "tf mwms / tensor": 4e4})  # --nproc 2, no --tf-ranks
+    two = [dict(row, ranks=2) if "mwms" in row["variant"] else row for row in two]
+    measured_files.write(results / "bench-two.json", two, ["python -m bench"])
     code, out = verdict(results, capsys)
     assert code == 0, out.err
     assert "The bench" not in out.out

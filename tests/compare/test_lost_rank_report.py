@@ -5,7 +5,7 @@ report.html and in report.json; a file that is not one is named as a problem."""
 import json
 
 import compare
-from common.report import lost_rank_table
+from common.report import measured_files
 from tests.records import write_run
 
 ROW = {
@@ -26,7 +26,7 @@ ROW = {
 
 def test_the_lost_rank_table_is_shown_and_written(tmp_path, capsys):
     write_run(tmp_path / "run" / "metrics.jsonl")
-    lost_rank_table.write(tmp_path / "failure_cost-slurm.json", [ROW], ["python", "-m", "x"])
+    measured_files.write(tmp_path / "failure_cost-slurm.json", [ROW], ["python", "-m", "x"])
     out = tmp_path / "report"
     assert compare.main([str(tmp_path), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
