@@ -5,10 +5,11 @@ of its own.
                             [--device auto|cpu|gpu]   (NAME: any of common.models.zoo.MODELS)
 
 `plain loop`: a compiled step (the batch's gathers, forward, loss, gradients, optimizer) over the
-same preloaded, normalized arrays as the launched runs, with no strategy and no metrics; the second
-pass over the data is timed. It runs on the device the launched runs take for dist.device=--device
-(the GPU when TensorFlow sees one, for auto). Prints one JSON line {"model", "samples_per_s":
-{baseline: median samples/s}}.
+same preloaded, normalized arrays as the launched runs, with no strategy and no metrics, the model
+tested after each pass as the launched runs test it; the second pass over the data is timed. It
+runs on the device the launched runs take for dist.device=--device (the GPU when TensorFlow sees
+one, for auto). Prints one JSON line {"model", "samples_per_s": {baseline: median samples/s},
+"step_s": {baseline: median step seconds}}.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from common.core.config import config_io, devices
+from common.core.measure.clocks import HostStepClock
 from common.data import mnist
 from common.launch import environment
 from common.models import zoo
@@ -30,7 +32,16 @@ from tf_impl.model import build_model
 from tf_impl.optim import build_optimizer
 
 
-def plain_loop(model_name: str, images: tf.Tensor, labels: tf.Tensor, batch: int) -> float:
+def plain_loop(
+    model_name: str,
+    images: tf.Tensor,
+    labels: tf.Tensor,
+    batch: int,
+    test: tuple[tf.Tensor, tf.Tensor],
+) -> tuple[float, float]:
+    """(samples/s, median step seconds) of the second of two passes over the data, the model
+    tested after each, as the tutorials' loops and the launched runs test it; each step on the
+    launched runs' step clock (the host's, the loss read after each step)."""
     cfg = config_io.load_config(None, [f"model.name={model_name}", "optim.name=adam"])
     model = build_model(cfg.net(), seed=0)
     optimizer = build_optimizer(cfg.optim)
@@ -49,15 +60,34 @@ def plain_loop(model_name: str, images: tf.Tensor, labels: tf.Tensor, batch: int
         optimizer.apply_gradients(list(zip(gradients, model.trainable_variables, strict=True)))
         return loss
 
+    @tf.function
+    def correct(batch_images, batch_labels):
+        predicted = tf.argmax(model(batch_images, training=False), axis=1)
+        return tf.reduce_sum(tf.cast(tf.equal(predicted, batch_labels), tf.int64))
+
+    def test_accuracy() -> float:
+        """The tutorial's evaluation in batches of the suite's evaluation batch on this device."""
+        (test_images, test_labels), total = test, int(test[1].shape[0])
+        device = "gpu" if tf.config.get_visible_devices("GPU") else "cpu"
+        size, right = devices.EVAL_BATCH[("tf", device)], 0
+        for first in range(0, total, size):
+            window = slice(first, first + size)
+            right += int(correct(test_images[window], test_labels[window]))
+        return right / total
+
     steps = int(labels.shape[0]) // batch
     rng = np.random.default_rng(0)
     for _ in range(2):  # the second pass is timed, as the launched runs time their epoch 2
         order = rng.permutation(int(labels.shape[0]))
+        clock = HostStepClock()
         start = time.perf_counter()
         for index in range(steps):
+            clock.step_started()
             float(step(tf.constant(order[index * batch : (index + 1) * batch])))
+            clock.step_done()
         seconds = time.perf_counter() - start
-    return steps * batch / seconds
+        test_accuracy()
+    return steps * batch / seconds, statistics.median(clock.step_times(seconds))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,15 +112,16 @@ def main(argv: list[str] | None = None) -> int:
     digits = mnist.load_mnist()
     images = tf.constant(mnist.normalize(digits.train_images[: args.train_limit])[..., np.newaxis])
     labels = tf.constant(digits.train_labels[: args.train_limit].astype(np.int64))
-    # the test set in memory as the launched runs hold it (torch_impl.bench says why)
-    held = tf.constant(mnist.normalize(digits.test_images)[..., np.newaxis])
-    speeds = [plain_loop(args.model, images, labels, args.batch) for _ in range(args.repeats)]
-    del held
-    print(
-        json.dumps(
-            {"model": args.model, "samples_per_s": {"plain loop": statistics.median(speeds)}}
-        )
+    # the test set in memory and tested after each epoch, as the launched runs hold and test it
+    # (torch_impl.bench says why)
+    test = (
+        tf.constant(mnist.normalize(digits.test_images)[..., np.newaxis]),
+        tf.constant(digits.test_labels.astype(np.int64)),
     )
+    plain = [plain_loop(args.model, images, labels, args.batch, test) for _ in range(args.repeats)]
+    speeds = {"plain loop": statistics.median(speed for speed, _ in plain)}
+    step_s = {"plain loop": statistics.median(step for _, step in plain)}
+    print(json.dumps({"model": args.model, "samples_per_s": speeds, "step_s": step_s}))
     return 0
 
 

@@ -5,14 +5,15 @@ of their own.
                                [--device auto|cpu|gpu]   (NAME: any of common.models.zoo.MODELS)
 
 `plain loop`: a hand-written loop over the same preloaded tensors as the launched runs (no wrapper,
-no metrics). `seed-style loop`: the tutorials' loop, a DataLoader with a per-sample transform and
+no metrics), which tests the model after each epoch as the tutorials' loops and the launched runs
+do. `seed-style loop`: the tutorials' loop, a DataLoader with a per-sample transform and
 shuffle. Both build the model as the launched runs do (channels-last images) and take the optimizer
 implementation they take (`torch.optimizer_impl`, foreach Adam by default, not the for-loop that
 torch picks by itself on the CPU; docs/performance.md), so that "vs plain" measures the harness
 alone. The second pass over the data is timed, as the launched runs time their epoch 2. Both run on
 the device the launched runs take for dist.device=--device (the GPU when torch sees one, for auto),
 so that they are compared with the same hardware. Prints one JSON line {"model", "samples_per_s":
-{baseline: median samples/s}}.
+{baseline: median samples/s}, "step_s": {"plain loop": median step seconds}}.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from common.core.config import config_io, devices, strategies
+from common.core.measure.clocks import HostStepClock
 from common.data import mnist
 from common.launch import environment
 from common.models import zoo
@@ -34,6 +36,7 @@ from torch_impl.data import MnistImages
 from torch_impl.model import build_model
 from torch_impl.optim import build_optimizer, implementation
 from torch_impl.precision import settle_vector_math
+from torch_impl.train import CudaEventStepClock
 
 
 def _model_and_optimizer(model_name: str, device: torch.device):
@@ -51,30 +54,62 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def plain_loop(model_name: str, images: torch.Tensor, labels: torch.Tensor, batch: int) -> float:
-    """samples/s of a bare loop over preloaded tensors (the fastest honest baseline)."""
+def test_accuracy(model: torch.nn.Module, test: tuple[torch.Tensor, torch.Tensor]) -> float:
+    """The tutorial's test(): accuracy over the test set in batches of the suite's evaluation
+    batch on this device, without gradients."""
+    images, labels = test
+    batch = devices.EVAL_BATCH[("torch", "gpu" if images.device.type == "cuda" else "cpu")]
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for first in range(0, len(labels), batch):
+            logits = model(images[first : first + batch])
+            correct += int((logits.argmax(dim=1) == labels[first : first + batch]).sum())
+    model.train()
+    return correct / len(labels)
+
+
+def plain_loop(
+    model_name: str,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    batch: int,
+    test: tuple[torch.Tensor, torch.Tensor],
+) -> tuple[float, float]:
+    """(samples/s, median step seconds) of a bare loop over preloaded tensors (the fastest
+    honest baseline): the tutorial's train() then test() each epoch, the second train() timed,
+    each of its steps on the launched runs' step clock."""
     device = images.device
     model, optimizer = _model_and_optimizer(model_name, device)
     steps = len(labels) // batch
     for _ in range(2):  # the second pass is timed
         order = torch.randperm(len(labels), device=device)
+        clock = CudaEventStepClock() if device.type == "cuda" else HostStepClock()
         _synchronize(device)
         start = time.perf_counter()
         for step in range(steps):
+            clock.step_started()
             index = order[step * batch : (step + 1) * batch]
             optimizer.zero_grad()
             F.cross_entropy(model(images[index]), labels[index]).backward()
             optimizer.step()
+            clock.step_done()
         _synchronize(device)
         seconds = time.perf_counter() - start
-    return steps * batch / seconds
+        test_accuracy(model, test)
+    return steps * batch / seconds, statistics.median(clock.step_times(seconds))
 
 
 def seed_style_loop(
-    model_name: str, digits: mnist.Mnist, limit: int, batch: int, device: torch.device
+    model_name: str,
+    digits: mnist.Mnist,
+    limit: int,
+    batch: int,
+    test: tuple[torch.Tensor, torch.Tensor],
 ) -> float:
     """samples/s of the tutorials' loop: per-sample transform in a DataLoader, shuffle=True,
-    each batch copied to the device."""
+    each batch copied to the device; test() after each epoch."""
+    device = test[0].device
     model, optimizer = _model_and_optimizer(model_name, device)
     dataset = MnistImages(
         digits.train_images[:limit], digits.train_labels[:limit], seed=0, dp_rank=0
@@ -91,6 +126,7 @@ def seed_style_loop(
             seen += len(labels)
         _synchronize(device)
         seconds = time.perf_counter() - start
+        test_accuracy(model, test)
     return seen / seconds
 
 
@@ -118,18 +154,23 @@ def main(argv: list[str] | None = None) -> int:
     images = torch.from_numpy(mnist.normalize(digits.train_images[:limit])).unsqueeze(1)
     images = images.to(device)
     labels = torch.from_numpy(digits.train_labels[:limit]).to(device)
-    # The test set in memory, as the launched runs hold it (and a tutorial's loop, which
-    # evaluates): normalizing it frees large temporaries, after which glibc raises its mmap
-    # threshold, so the CNN's activations stop being mapped afresh (and page faulted in) at
-    # every step (docs/performance.md, "Each harness against its framework's plain loop").
-    held = torch.from_numpy(mnist.normalize(digits.test_images)).unsqueeze(1).to(device)
-    plain = [plain_loop(args.model, images, labels, args.batch) for _ in range(args.repeats)]
+    # The test set in memory, as the launched runs hold it, evaluated after each epoch as a
+    # tutorial's loop and the launched runs evaluate: the first steps after it run on cold
+    # caches in both. Normalizing it also frees large temporaries, after which glibc raises its
+    # mmap threshold, so the CNN's activations stop being mapped afresh (and page faulted in)
+    # at every step (docs/performance.md, "Each harness against its framework's plain loop").
+    test_images = torch.from_numpy(mnist.normalize(digits.test_images)).unsqueeze(1)
+    test = (test_images.to(device), torch.from_numpy(digits.test_labels).to(device))
+    plain = [plain_loop(args.model, images, labels, args.batch, test) for _ in range(args.repeats)]
     seed = [
-        seed_style_loop(args.model, digits, limit, args.batch, device) for _ in range(args.repeats)
+        seed_style_loop(args.model, digits, limit, args.batch, test) for _ in range(args.repeats)
     ]
-    del held
-    speeds = {"plain loop": statistics.median(plain), "seed-style loop": statistics.median(seed)}
-    print(json.dumps({"model": args.model, "samples_per_s": speeds}))
+    speeds = {
+        "plain loop": statistics.median(speed for speed, _ in plain),
+        "seed-style loop": statistics.median(seed),
+    }
+    step_s = {"plain loop": statistics.median(step for _, step in plain)}
+    print(json.dumps({"model": args.model, "samples_per_s": speeds, "step_s": step_s}))
     return 0
 
 

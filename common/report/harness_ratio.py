@@ -26,8 +26,9 @@ ONE_RANK = re.compile(r"^(torch|tf) (\w+)(?: x1)? / (\w+)$")
 
 @dataclass(frozen=True)
 class Bench:
-    """One file: its rows (model, variant, ranks, samples_per_s, spread, repeats), where and when
-    they were measured, and the command."""
+    """One file: its rows (model, variant, ranks, samples_per_s, spread, repeats, and
+    step_p50_s where the bench timed steps), where and when they were measured, and the
+    command."""
 
     path: Path
     rows: list[dict[str, Any]]
@@ -39,13 +40,21 @@ class Bench:
         found = [r for r in self.rows if r["model"] == model and r["variant"] == variant]
         return float(found[0]["samples_per_s"]) if found else None
 
+    def step(self, model: str, variant: str) -> float | None:
+        """The row's median step in seconds, where measured."""
+        found = [r for r in self.rows if r["model"] == model and r["variant"] == variant]
+        return float(found[0]["step_p50_s"]) if found and found[0]["step_p50_s"] else None
+
 
 def read(path: Path) -> Bench:
     """The file's rows; ValueError naming the file when it is not the bench's."""
     try:
         data = json.loads(path.read_text())
         keys = ("model", "variant", "ranks", "samples_per_s", "spread", "repeats")
-        rows = [{key: row[key] for key in keys} for row in data["rows"]]
+        rows = [
+            {**{key: row[key] for key in keys}, "step_p50_s": row.get("step_p50_s")}
+            for row in data["rows"]
+        ]
         return Bench(path, rows, str(data["host"]), str(data["measured"]), list(data["command"]))
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(
@@ -64,10 +73,13 @@ def gathered(results: list[str]) -> tuple[list[Bench], list[str]]:
     return benches, problems
 
 
-def ratios(bench: Bench, model: str, pipeline: str) -> dict[str, tuple[str, float, float]]:
-    """{framework: (its one-rank cell on `pipeline`, samples/s, that / its plain loop)} for the
-    frameworks whose cell and plain loop were both measured on `model` over 2 repeats or more
-    (one repeat has no median). A cell of several ranks is not set against a one-process loop."""
+def ratios(
+    bench: Bench, model: str, pipeline: str
+) -> dict[str, tuple[str, float, float, float | None]]:
+    """{framework: (its one-rank cell on `pipeline`, samples/s, that / its plain loop, the plain
+    loop's median step / the cell's or None)} for the frameworks whose cell and plain loop were
+    both measured on `model` over 2 repeats or more (one repeat has no median). A cell of several
+    ranks is not set against a one-process loop."""
     found = {}
     for row in bench.rows:
         match = ONE_RANK.match(row["variant"])
@@ -77,7 +89,10 @@ def ratios(bench: Bench, model: str, pipeline: str) -> dict[str, tuple[str, floa
             continue
         plain = bench.speed(model, f"{match[1]} plain loop")
         if plain and match[1] not in found:
-            found[match[1]] = (row["variant"], row["samples_per_s"], row["samples_per_s"] / plain)
+            plain_step, step = bench.step(model, f"{match[1]} plain loop"), row["step_p50_s"]
+            per_step = plain_step / step if plain_step and step else None
+            speed = row["samples_per_s"]
+            found[match[1]] = (row["variant"], speed, speed / plain, per_step)
     return found
 
 
@@ -92,7 +107,8 @@ def sentences(benches: list[Bench], model: str, pipeline: str) -> list[str]:
         repeats = max(row["repeats"] for row in bench.rows)
         parts = [
             f"{variant} runs at {ratio:.2f}x {NAMES[framework]}'s plain loop"
-            for framework, (variant, _, ratio) in sorted(found.items(), reverse=True)
+            + (f" ({per_step:.2f}x step by step)" if per_step else "")
+            for framework, (variant, _, ratio, per_step) in sorted(found.items(), reverse=True)
         ]
         where = f"{bench.path.name}: {bench.host}, {bench.measured}, medians of {repeats}"
         line = f"The bench ({where}) measured each harness on the {model}: " + "; ".join(parts)

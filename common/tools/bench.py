@@ -68,8 +68,8 @@ def measure_rounds(cells: list[Cell], repeats: int, before: Path | None) -> tupl
                         flush=True,
                     )
                     continue
-                for variant, (speed, utilization) in measured.items():
-                    tally.add((cell.model, variant), cell.ranks, speed, utilization)
+                for variant, (speed, figures) in measured.items():
+                    tally.add((cell.model, variant), cell.ranks, speed, figures)
                     print(
                         f"  round {repeat + 1}: {cell.model} {variant}{said}: "
                         f"{speed:,.0f} samples/s",

@@ -17,7 +17,8 @@ from common.core.config import strategies
 from common.tools import programs
 from common.tools.measure import baselines, launched
 
-# variant -> (samples/s, {"mfu": training MFU, "eval": evaluation MFU} or {})
+# variant -> (samples/s, {"mfu": training MFU, "eval": evaluation MFU, "step_s": median step
+# seconds}, each where measured)
 Measured = dict[str, tuple[float, dict[str, float | None]]]
 
 
@@ -30,12 +31,6 @@ class Cell:
     label: str
     ranks: int
     measure: Callable[..., Measured]  # measure(root=...)
-
-
-def _without_mfu(
-    measure: Callable[..., dict[str, float]], *args: Any, root: Path | None
-) -> Measured:
-    return {name: (speed, {}) for name, speed in measure(*args, root=root).items()}
 
 
 def _labelled(label: str, measure: Callable[..., Any], root: Path | None) -> Measured:
@@ -60,7 +55,6 @@ def measurements(args: argparse.Namespace, chosen: list[str]) -> list[Cell]:
     for model_name in args.models.split(","):
         for framework in chosen:
             measure = functools.partial(
-                _without_mfu,
                 baselines,
                 framework,
                 model_name,

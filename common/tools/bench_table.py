@@ -1,6 +1,6 @@
 """The benchmark's tables (`common.tools.bench`): every row's median and spread over the
-repeats, its ratio to its framework's plain loop and its MFU; with `--against REF`, the same
-rows measured on that commit beside them."""
+repeats, its ratio to its framework's plain loop (in samples/s, and step by step) and its MFU;
+with `--against REF`, the same rows measured on that commit beside them."""
 
 from __future__ import annotations
 
@@ -18,27 +18,39 @@ class Tally:
     """What the repeats measured on one tree of the suite."""
 
     speeds: dict[Row, list[float]] = field(default_factory=dict)
-    mfus: dict[tuple[str, str, str], list[float]] = field(default_factory=dict)
+    # (model, variant, kind) -> the repeats' values: "mfu", "eval" (MFU), "step_s" (median step)
+    figures: dict[tuple[str, str, str], list[float]] = field(default_factory=dict)
     ranks: dict[Row, int] = field(default_factory=dict)
 
-    def add(self, row: Row, ranks: int, speed: float, utilization: dict[str, float | None]) -> None:
+    def add(self, row: Row, ranks: int, speed: float, figures: dict[str, float | None]) -> None:
         self.speeds.setdefault(row, []).append(speed)
-        for kind, value in utilization.items():
+        for kind, value in figures.items():
             if value is not None:
-                self.mfus.setdefault((*row, kind), []).append(value)
+                self.figures.setdefault((*row, kind), []).append(value)
         self.ranks[row] = ranks
 
     def speed(self, row: Row) -> float | None:
         found = self.speeds.get(row)
         return statistics.median(found) if found else None
 
-    def mfu(self, row: Row, kind: str) -> float | None:
-        found = self.mfus.get((*row, kind))
+    def figure(self, row: Row, kind: str) -> float | None:
+        found = self.figures.get((*row, kind))
         return statistics.median(found) if found else None
+
+    def per_step(self, row: Row) -> float | None:
+        """The row's median step against its framework's plain loop's (plain / row): the
+        harness's cost per step, free of what a busy machine adds to a few steps."""
+        step = self.figure(row, "step_s")
+        plain = self.figure((row[0], f"{row[1].split()[0]} plain loop"), "step_s")
+        return plain / step if step and plain else None
 
 
 def _percent(value: float | None, width: int) -> str:
     return f"{value:{width}.1%}" if value is not None else f"{'-':>{width}}"
+
+
+def _ratio(value: float | None, width: int) -> str:
+    return f"{value:{width}.2f}" if value is not None else f"{'-':>{width}}"
 
 
 def _width(tally: Tally) -> int:
@@ -51,11 +63,12 @@ def main_table(tally: Tally) -> list[str]:
     wide = _width(tally)
     lines = [
         f"\n{'model':<6} {'variant':<{wide}} {'ranks':>5} {'samples/s':>10} {'spread':>7} "
-        f"{'vs plain':>8} {'MFU':>6} {'eval MFU':>8}",
+        f"{'vs plain':>8} {'per step':>8} {'MFU':>6} {'eval MFU':>8}",
         "(MFU: training, eval MFU: the evaluation's forward passes, both against the ranks' "
         "summed GEMM peak, common.core.measure.peak)",
         "(median of the repeats; spread = (max - min) / median; vs plain: against the same "
-        "framework's plain loop, only from 2 repeats on)",
+        "framework's plain loop, only from 2 repeats on; per step: the plain loop's median step "
+        "over the row's)",
     ]
     noisy = []
     for (model_name, variant), speeds in tally.speeds.items():
@@ -67,8 +80,8 @@ def main_table(tally: Tally) -> list[str]:
         row = (model_name, variant)
         lines.append(
             f"{model_name:<6} {variant:<{wide}} {tally.ranks[row]:>5} {middle:>10,.0f} "
-            f"{spread_text} {ratio} {_percent(tally.mfu(row, 'mfu'), 6)} "
-            f"{_percent(tally.mfu(row, 'eval'), 8)}"
+            f"{spread_text} {ratio} {_ratio(tally.per_step(row), 8)} "
+            f"{_percent(tally.figure(row, 'mfu'), 6)} {_percent(tally.figure(row, 'eval'), 8)}"
         )
         if spread > SPREAD_WARNING:
             noisy.append(f"{model_name} {variant} ({spread:.0%})")
@@ -94,8 +107,8 @@ def change_table(before: Tally, now: Tally, ref: str) -> list[str]:
         old_text = f"{old:>10,.0f}" if old else f"{'-':>10}"
         lines.append(
             f"{row[0]:<6} {row[1]:<{wide}} {speed or 0:>10,.0f} {old_text} {ratio} "
-            f"{_percent(now.mfu(row, 'mfu'), 6)} {_percent(before.mfu(row, 'mfu'), 6)} "
-            f"{_percent(now.mfu(row, 'eval'), 8)} {_percent(before.mfu(row, 'eval'), 8)}"
+            f"{_percent(now.figure(row, 'mfu'), 6)} {_percent(before.figure(row, 'mfu'), 6)} "
+            f"{_percent(now.figure(row, 'eval'), 8)} {_percent(before.figure(row, 'eval'), 8)}"
         )
     return lines
 
@@ -113,7 +126,8 @@ def rows(tally: Tally) -> list[dict[str, Any]]:
                 "samples_per_s": middle,
                 "spread": (max(speeds) - min(speeds)) / middle,
                 "repeats": len(speeds),
-                "mfu": tally.mfu((model_name, variant), "mfu"),
+                "mfu": tally.figure((model_name, variant), "mfu"),
+                "step_p50_s": tally.figure((model_name, variant), "step_s"),
             }
         )
     return found

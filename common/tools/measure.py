@@ -50,9 +50,10 @@ def baselines(
     repeats: int,
     device: str = "auto",
     root: Path | None = None,
-) -> dict[str, float]:
-    """{"<framework> <baseline name>": samples/s} from the framework's baseline program (of the
-    tree at `root`, None: this one)."""
+) -> dict[str, tuple[float, dict[str, float | None]]]:
+    """{"<framework> <baseline name>": (samples/s, {"step_s": median step seconds, where the
+    baseline times its steps})} from the framework's baseline program (of the tree at `root`,
+    None: this one)."""
     command = [
         sys.executable,
         "-m",
@@ -73,8 +74,12 @@ def baselines(
     )
     if done.returncode != 0:
         raise RuntimeError(f"{framework} baselines failed (exit {done.returncode}):{_tails(done)}")
-    speeds = json.loads(done.stdout.strip().splitlines()[-1])["samples_per_s"]
-    return {f"{framework} {name}": speed for name, speed in speeds.items()}
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    steps = said.get("step_s", {})  # an --against tree's baselines may not time their steps
+    return {
+        f"{framework} {name}": (speed, {"step_s": steps[name]} if name in steps else {})
+        for name, speed in said["samples_per_s"].items()
+    }
 
 
 def launched(
@@ -89,8 +94,8 @@ def launched(
     extra: tuple[str, ...] = (),
     root: Path | None = None,
 ) -> tuple[float, dict[str, float | None]]:
-    """(samples/s, {"mfu": training MFU, "eval": forward-only MFU of the evaluation}) of epoch 2
-    of a real launch of the framework's training program;
+    """(samples/s, {"mfu": training MFU, "eval": forward-only MFU of the evaluation, "step_s":
+    median step seconds}) of epoch 2 of a real launch of the framework's training program;
     `extra`: more `--set` overrides (torch.* ones only reach torch, tf.* only TensorFlow);
     `root`: the suite's tree whose programs run (None: this one)."""
     with tempfile.TemporaryDirectory() as out:
@@ -124,7 +129,11 @@ def launched(
         # test set (10,000 samples: no data.test_limit here).
         flops, peak = last.flops_per_sample or 0, last.peak_flops or 0.0
         forward = flops / 3 * mnist.TEST_SAMPLES / last.eval_time_s
-        return last.samples_per_s, {"mfu": last.mfu, "eval": forward / peak if peak else None}
+        return last.samples_per_s, {
+            "mfu": last.mfu,
+            "eval": forward / peak if peak else None,
+            "step_s": last.step_time_p50_s,
+        }
 
 
 SPREAD_WARNING = 0.10  # (max - min) / median above this: the machine was busy

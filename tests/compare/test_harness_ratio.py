@@ -42,13 +42,13 @@ def write_run(path, trainer, speed):
         writer.write(end)
 
 
-def bench_rows(speeds):
+def bench_rows(speeds, steps=None):
     """The rows the bench writes, from its own tally, for these medians ({variant: samples/s},
-    3 repeats each)."""
+    3 repeats each) and median steps ({variant: seconds})."""
     tally = Tally()
     for variant, speed in speeds.items():
         for repeat in (0.99, 1.0, 1.01):
-            tally.add(("mlp", variant), 1, speed * repeat, {})
+            tally.add(("mlp", variant), 1, speed * repeat, {"step_s": (steps or {}).get(variant)})
     return rows(tally)
 
 
@@ -72,7 +72,9 @@ def test_the_verdict_gives_both_harness_ratios_beside_the_framework_comparison(r
         "tf mwms x1 / tensor": 72_000.0,
         "tf mwms x1 / loader": 20_000.0,  # another pipeline than the runs': not this group's
     }
-    measured_files.write(results / "bench.json", bench_rows(speeds), ["python -m bench"])
+    # torch's steps timed (0.98x), TensorFlow's not (a bench file from before step timing)
+    steps = {"torch plain loop": 0.000700, "torch single / tensor": 0.000714}
+    measured_files.write(results / "bench.json", bench_rows(speeds, steps), ["python -m bench"])
     code, out = verdict(results, capsys)
     assert code == 0, out.err
     said = [line[2:] for line in out.out.splitlines() if line.startswith("- ")]
@@ -80,8 +82,8 @@ def test_the_verdict_gives_both_harness_ratios_beside_the_framework_comparison(r
     assert "the faster framework is torch" in said[first]
     bench = said[first + 1]  # right after the framework comparison
     assert bench.startswith("The bench (bench.json: ")
-    assert "torch single / tensor runs at 0.96x torch's plain loop" in bench
-    assert "tf mwms x1 / tensor runs at 0.90x TensorFlow's plain loop" in bench
+    assert "torch single / tensor runs at 0.96x torch's plain loop (0.98x step by step)" in bench
+    assert "tf mwms x1 / tensor runs at 0.90x TensorFlow's plain loop. Between" in bench
     assert "Between the plain loops torch is 1.12x TensorFlow" in bench
     assert "between these cells 1.19x: the rest, 1.06x, is the harnesses'" in bench
     assert "loader" not in bench

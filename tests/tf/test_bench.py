@@ -8,7 +8,7 @@ import sys
 import pytest
 
 ROW = re.compile(
-    r"^mlp\s+(.+?)\s+(\d)\s+([\d,]+)\s+(\d+%|-)\s+([\d.]+|-)\s+([\d.]+%|-)\s+([\d.]+%|-)$",
+    r"^mlp\s+(.+?)\s+(\d)\s+([\d,]+)\s+(\d+%|-)\s+([\d.]+|-)\s+([\d.]+|-)\s+([\d.]+%|-)\s+([\d.]+%|-)$",
     re.M,
 )
 
@@ -48,9 +48,12 @@ def test_the_benchmark_measures_both_frameworks_with_median_and_spread():
     assert all(float(speed.replace(",", "")) > 0 for _, speed, *_ in rows.values())
     assert all(spread.endswith("%") and ratio != "-" for _, _, spread, ratio, *_ in rows.values())
     assert rows["tf plain loop"][3] == rows["torch plain loop"][3] == "1.00"
+    # step by step: the plain loops' own median steps against the launched runs' records
+    assert rows["tf plain loop"][4] == rows["torch plain loop"][4] == "1.00"
+    assert float(rows["tf mwms / tensor"][4]) > 0 and rows["torch seed-style loop"][4] == "-"
     # MFU from the launched runs' records; the baselines record nothing
-    assert rows["torch single / tensor"][4].endswith("%") and rows["tf plain loop"][4] == "-"
-    assert rows["tf mwms / tensor"][5].endswith("%") and rows["torch plain loop"][5] == "-"
+    assert rows["torch single / tensor"][5].endswith("%") and rows["tf plain loop"][5] == "-"
+    assert rows["tf mwms / tensor"][6].endswith("%") and rows["torch plain loop"][6] == "-"
     assert out.count("round 2:") == 5
     per_line = re.search(r"progress: ([\d.]+) us per line, ([\d.]+)% of the time", out)
     assert per_line and float(per_line[2]) < 1.0
@@ -58,8 +61,10 @@ def test_the_benchmark_measures_both_frameworks_with_median_and_spread():
 
 def test_a_single_pass_prints_no_ratio_and_no_spread():
     out = bench("--frameworks", "torch", "--repeats", "1")
-    rows = [match.groups() for match in ROW.finditer(out)]
-    assert len(rows) == 3 and all(row[3:5] == ("-", "-") for row in rows), out
+    rows = {match[1].strip(): match.groups()[1:] for match in ROW.finditer(out)}
+    assert len(rows) == 3 and all(row[2:4] == ("-", "-") for row in rows.values()), out
+    # a step's median is a median of one epoch's steps: shown from one repeat on
+    assert float(rows["torch single / tensor"][4]) > 0 and rows["torch plain loop"][4] == "1.00"
 
 
 def test_an_unknown_framework_is_refused():
