@@ -31,6 +31,7 @@ WARM_IMPORTS = {
         "torch.distributed.checkpoint.state_dict",
     ],
     "tf_impl.train": ["tf_impl.train", "tf_impl.checkpoint"],
+    "torch_impl.memory_check": ["torch_impl.memory_check"],
 }
 WARM_CLIENT = Path(__file__).resolve().parent / "warm_ranks.py"
 # Variables a program reads while it runs, not at import: a run given only these may be warm.

@@ -14,9 +14,10 @@ buffers are 22.1 MiB). ddp's buckets are counted by both, so its bound has no su
 
 import json
 import subprocess
-import sys
 
 import pytest
+
+from tests.launching import train_command
 
 MODEL = ["--config", "configs/mlp_adam.yaml", "--set", "model.hidden=[512,512]"]
 CASES = {
@@ -31,10 +32,9 @@ CASES = {
 
 
 def check(nproc: int, settings: list[str], model: list[str] = MODEL) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "common.launch", "--nproc", str(nproc), "--"]
-    command += [sys.executable, "-m", "torch_impl.memory_check", *model, "--json"]
-    for setting in settings:
-        command += ["--set", setting]
+    """A real launch of the check, its ranks forked warm (tests/warm_ranks.py): its subject is
+    the memory, not the launch."""
+    command = train_command("torch_impl.memory_check", nproc, settings, [*model, "--json"], True)
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
