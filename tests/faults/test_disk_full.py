@@ -37,6 +37,8 @@ def test_a_full_disk_leaves_whole_lines_and_says_why_first(module, tmp_path):
     mount = f"mount -t tmpfs -o size=3m tmpfs {small}"
     done = in_private_mount(mount, train, after=f"cp -r {small}/t {kept}")
     assert done.returncode not in (0, 2), done.stdout + done.stderr
+    # a launch that failed before its run folder existed says why here, not as a missing file
+    assert (kept / "metrics.jsonl").exists(), done.stdout[-3000:] + done.stderr[-3000:]
     lines = (kept / "metrics.jsonl").read_bytes().split(b"\n")
     assert lines[-1] == b""  # the file ends with a newline: every line is whole
     records = [json.loads(line) for line in lines[:-1]]
@@ -72,6 +74,7 @@ def test_a_disk_that_fills_during_an_epoch_record_counts_only_written_epochs(mod
     mount = f"mount -t tmpfs -o size=96k tmpfs {small}"
     done = in_private_mount(mount, train, after=f"cp -r {small}/t {kept}")
     assert done.returncode == 1, done.stdout + done.stderr
+    assert (kept / "metrics.jsonl").exists(), done.stdout[-3000:] + done.stderr[-3000:]
     text = (kept / "metrics.jsonl").read_text()
     assert text.endswith("\n")
     records = [json.loads(line) for line in text.splitlines()]
