@@ -37,13 +37,15 @@ class Bench:
     command: list[str]
 
     def speed(self, model: str, variant: str) -> float | None:
-        found = [r for r in self.rows if r["model"] == model and r["variant"] == variant]
-        return float(found[0]["samples_per_s"]) if found else None
+        return self._figure(model, variant, "samples_per_s")
 
     def step(self, model: str, variant: str) -> float | None:
         """The row's median step in seconds, where measured."""
-        found = [r for r in self.rows if r["model"] == model and r["variant"] == variant]
-        return float(found[0]["step_p50_s"]) if found and found[0]["step_p50_s"] else None
+        return self._figure(model, variant, "step_p50_s")
+
+    def _figure(self, model: str, variant: str, key: str) -> float | None:
+        found = [r[key] for r in self.rows if r["model"] == model and r["variant"] == variant]
+        return float(found[0]) if found and found[0] else None
 
 
 def read(path: Path) -> Bench:

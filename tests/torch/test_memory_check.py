@@ -34,7 +34,9 @@ CASES = {
 def check(nproc: int, settings: list[str], model: list[str] = MODEL) -> subprocess.CompletedProcess:
     """A real launch of the check, its ranks forked warm (tests/warm_ranks.py): its subject is
     the memory, not the launch."""
-    command = train_command("torch_impl.memory_check", nproc, settings, [*model, "--json"], True)
+    command = train_command(
+        "torch_impl.memory_check", nproc, settings, [*model, "--json"], warm=True
+    )
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 

@@ -269,3 +269,18 @@ def test_a_failed_bench_run_shows_the_end_of_its_stderr():
     said = str(failed.value)
     assert said.startswith("torch fsdp1/tensor failed (exit 2):")
     assert "--- end of its stderr ---" in said and "torch.wrap" in said
+
+
+def test_the_plain_loops_test_counts_every_test_image_in_eval_mode(digits):
+    """torch_impl.bench's test() after each epoch, as the tutorials' loops test: every image,
+    the last batch short (250 at the CPU's batch of 100), dropout off, train mode restored."""
+    from torch_impl import bench
+
+    model = build_model(reference.net("mlp"), seed=0)
+    images = torch.from_numpy(normalize(digits.test_images[:250])).unsqueeze(1)
+    with torch.no_grad():
+        labels = model.eval()(images).argmax(dim=1)
+    labels[:50] = (labels[:50] + 1) % 10  # 50 of 250 wrong
+    model.train()
+    assert bench.test_accuracy(model, (images, labels)) == 0.8
+    assert model.training
