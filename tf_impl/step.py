@@ -28,6 +28,7 @@ import tensorflow as tf
 
 from tf_impl import dist
 from tf_impl.data import TfData
+from tf_impl.optim import set_learning_rate
 
 
 def loss_and_gradients(model, optimizer, images, labels, global_batch: int):
@@ -79,11 +80,14 @@ def make_train_step(
     jit_compile: bool = False,
     source: tuple = (),
     micro_batches: int = 1,
+    rates: bool = True,
 ):
-    """`train_step(images, labels, lr)`, one step per call on every worker, and
-    `train_steps(indices, lrs)`, one or several steps over `source`, the preloaded (images,
+    """`train_step(images, labels[, lr])`, one step per call on every worker, and
+    `train_steps(indices[, lrs])`, one or several steps over `source`, the preloaded (images,
     labels), in one call, the samples gathered inside it. Both trace the same per-step body
-    (`one_step`): the step's learning rate, then `optimizer_step` on every worker.
+    (`one_step`): the step's learning rate when the calls take one (`rates`; `Rate` says
+    when), then `optimizer_step` on every worker. Without `rates` they take no rate argument at
+    all: one left to its default costs the call more than one passed.
     `jit_compile`: the forward and backward pass go through XLA in a tf.function of their own.
     Without XLA the forward is traced straight into the step: batch normalization all-reduces
     its statistics inside the forward, and TensorFlow refuses a cross-worker exchange (a
@@ -98,30 +102,65 @@ def make_train_step(
         return optimizer_step(model, optimizer, forward_backward, images, labels, micro_batches)
 
     def one_step(images, labels, lr):
-        optimizer.learning_rate.assign(lr)
+        if lr is not None:
+            optimizer.learning_rate.assign(lr)
         per_replica = info.distribution.run(replica_step, args=(images, labels))
         return info.distribution.experimental_local_results(per_replica)[0]
 
-    @tf.function
-    def train_step(images, labels, lr):
-        return one_step(images, labels, lr)
-
-    @tf.function
-    def train_steps(indices, lrs):
-        """The steps whose samples are indices[i] of `source` (images, labels) at lrs[i],
-        unrolled in one graph (one trace per call length) as Keras's steps_per_execution runs
-        them: the same gathers as train_batches, the same body as train_step, no eager op
-        between. One step's indices [batch] at one rate: that step alone, its loss a scalar."""
+    def steps(indices, lrs):
+        """The steps whose samples are indices[i] of `source` (images, labels) at lrs[i] (at
+        the optimizer's rate, lrs None), unrolled in one graph (one trace per call length) as
+        Keras's steps_per_execution runs them: the same gathers as train_batches, the same body
+        as train_step, no eager op between. One step's indices [batch] at one rate: that step
+        alone, its loss a scalar."""
         if indices.shape.rank == 1:  # one step's indices, at rate lrs: nothing to stack
             images, labels = (tf.gather(tensor, indices) for tensor in source)
             return one_step(images, labels, lrs)
         losses = []
         for index in range(indices.shape[0]):
             images, labels = (tf.gather(tensor, indices[index]) for tensor in source)
-            losses.append(one_step(images, labels, lrs[index]))
+            losses.append(one_step(images, labels, None if lrs is None else lrs[index]))
         return tf.stack(losses)
 
+    if rates:
+        return tf.function(one_step), tf.function(steps)
+
+    @tf.function
+    def train_step(images, labels):
+        return one_step(images, labels, None)
+
+    @tf.function
+    def train_steps(indices):
+        return steps(indices, None)
+
     return train_step, train_steps
+
+
+class Rate:
+    """Where a step's learning rate enters the optimizer. A schedule that changes it every step
+    (`every_step`, onecycle) hands each call its steps' rates, assigned inside the graph. Any
+    other sets the optimizer's rate from here when it changes (once a run, or an epoch): the
+    compiled call then has one input and one assignment fewer, 3% of an MLP step on a CPU,
+    where an eager assignment costs 0.2 ms, too much for every step (docs/performance.md)."""
+
+    def __init__(self, optimizer, every_step: bool):
+        self.optimizer, self.every_step = optimizer, every_step
+        self.current: float | None = None  # the optimizer's rate, as set from here
+
+    def arguments(self, lrs: list[float], stacked: bool) -> tuple:
+        """The call's rate argument: the rates (`stacked`: one per step), or none."""
+        if self.every_step:
+            return (tf.constant(lrs if stacked else lrs[0], dtype=tf.float32),)
+        if len(set(lrs)) > 1:
+            raise ValueError(f"one call's steps at different rates {lrs}: pass them as every_step")
+        if lrs[0] != self.current:
+            set_learning_rate(self.optimizer, lrs[0])
+            self.current = lrs[0]
+        return ()
+
+    def forget(self) -> None:
+        """The optimizer's rate was restored (a checkpoint): set it again at the next step."""
+        self.current = None
 
 
 def make_eval_step(model: keras.Model, jit_compile: bool = False):

@@ -39,6 +39,7 @@ from common.core.measure.clocks import EpochMeanStepClock, HostStepClock
 from common.core.measure.traffic import Call
 from common.core.records.entries import StepSplit
 from common.core.train import main as main_body
+from common.core.train.optim import changes_every_step
 from common.core.train.trainer import TrainerBase
 from common.launch.cluster import ClusterSpec
 from common.launch.rendezvous import RendezvousError
@@ -46,7 +47,7 @@ from tf_impl import checkpoint, dist, faults, gemm, memory, preemption, step_pro
 from tf_impl.data import TfData, build_dataset
 from tf_impl.model import build_model
 from tf_impl.optim import build_optimizer
-from tf_impl.step import evaluate, make_eval_step, make_train_step
+from tf_impl.step import Rate, evaluate, make_eval_step, make_train_step
 
 TRAIN_CLOCK = (
     "the epoch's training steps: batch fetch, forward, backward, gradient all-reduce, optimizer "
@@ -94,7 +95,6 @@ class TfTrainer(TrainerBase):
         self.counting: list[Call] | None = None  # collectives of the work count_calls runs
         self.counted_split: StepSplit | None = None  # where the counted step's time went
         self.step_markers = False  # while tracing (output.profile_steps)
-        self.rate: tuple[float | None, tf.Tensor | None] = (None, None)  # see _rate
 
     def numerics(self) -> dict:
         enabled = tf.config.experimental.tensor_float_32_execution_enabled()
@@ -122,13 +122,13 @@ class TfTrainer(TrainerBase):
             if cfg.tf.mixed_precision == "fp16":
                 self.optimizer = faults.loss_scale_optimizer(self.optimizer, self.overflows)
             self.optimizer.build(self.model.trainable_variables)
-        source, micro = (
-            (self.data.train_images, self.data.train_labels),
-            cfg.train.accumulation_steps,
-        )
+        source = (self.data.train_images, self.data.train_labels)
+        micro, every_step = cfg.train.accumulation_steps, changes_every_step(cfg.optim)
+        model, optimizer, jit = self.model, self.optimizer, cfg.tf.jit_compile
         self.compiled_step, self.compiled_steps = make_train_step(
-            self.model, self.optimizer, info, self.global_batch, cfg.tf.jit_compile, source, micro
+            model, optimizer, info, self.global_batch, jit, source, micro, rates=every_step
         )
+        self.rate = Rate(optimizer, every_step)  # set outside the calls, unless every_step
         self.eval_step = make_eval_step(self.model, jit_compile=cfg.tf.jit_compile)
 
     def train_batches(self, epoch: int, start: int = 0):
@@ -155,20 +155,14 @@ class TfTrainer(TrainerBase):
         self.skips.taken += 1
         gathered = isinstance(batch, np.ndarray)  # indices: gathered inside `train_steps`
         compiled = self.compiled_steps if gathered else self.compiled_step
-        rate = self._rate(lr)  # a tensor: a new float must not retrace
-        arguments = (tf.constant(batch), rate) if gathered else (*batch, rate)
+        rate = self.rate.arguments([lr], stacked=False)
+        arguments = (tf.constant(batch), *rate) if gathered else (*batch, *rate)
         with self._marked(1):
             loss = compiled(*arguments)
         if self.counting is not None:  # the graph this call ran
             concrete = compiled.get_concrete_function(*arguments)
             self.counting += traffic.graph_calls(concrete, self.info.world_size)
         return loss if self.on_gpu else float(loss)  # float() waits for the step
-
-    def _rate(self, lr: float) -> tf.Tensor:
-        """The learning rate as a tensor, made again only when it changes."""
-        if self.rate[0] != lr:
-            self.rate = (lr, tf.constant(lr, dtype=tf.float32))
-        return self.rate[1]
 
     def step_split(self) -> StepSplit | None:
         return self.counted_split
@@ -200,9 +194,8 @@ class TfTrainer(TrainerBase):
             return super().train_steps(batches, lrs)
         self.skips.taken += len(batches)
         with self._marked(len(batches)):
-            losses = self.compiled_steps(
-                tf.constant(np.stack(batches)), tf.constant(lrs, dtype=tf.float32)
-            )
+            rates = self.rate.arguments(lrs, stacked=True)
+            losses = self.compiled_steps(tf.constant(np.stack(batches)), *rates)
         return list(tf.unstack(losses)) if self.on_gpu else losses.numpy().tolist()
 
     def step_clock(self):
@@ -241,6 +234,7 @@ class TfTrainer(TrainerBase):
 
     def load_checkpoint(self, folder) -> None:
         super().load_checkpoint(folder)
+        self.rate.forget()  # the optimizer's rate is the checkpoint's
         self.applied_before = int(self.optimizer.iterations.numpy())  # of earlier launches
 
     def stop_agreement(self, requested: Callable[[], bool]):

@@ -26,6 +26,11 @@ def _cosine(start: float, end: float, fraction: float) -> float:
     return end + (start - end) / 2.0 * (math.cos(math.pi * fraction) + 1.0)
 
 
+def changes_every_step(optim: OptimConfig) -> bool:
+    """Whether the schedule gives each step a rate of its own (else one per epoch or run)."""
+    return optim.schedule == "onecycle"
+
+
 def learning_rate(
     optim: OptimConfig, epoch: int, step: int, steps_per_epoch: int, epochs: int
 ) -> float:
