@@ -2,14 +2,19 @@
 of its own.
 
     python -m tf_impl.bench --model NAME [--train-limit 6400] [--repeats 3] [--batch 64]
-                            [--device auto|cpu|gpu]   (NAME: any of common.models.zoo.MODELS)
+                            [--device auto|cpu|gpu] [--paired]
+                            (NAME: any of common.models.zoo.MODELS)
 
 `plain loop`: a compiled step (the batch's gathers, forward, loss, gradients, optimizer) over the
 same preloaded, normalized arrays as the launched runs, with no strategy and no metrics, the model
 tested after each pass as the launched runs test it; the second pass over the data is timed. It
 runs on the device the launched runs take for dist.device=--device (the GPU when TensorFlow sees
-one, for auto). Prints one JSON line {"model", "samples_per_s": {baseline: median samples/s},
-"step_s": {baseline: median step seconds}}.
+one, for auto), in a process set up as one launched worker's (`tf_impl.dist.setup_distributed`:
+device, threads, strategy), the plain loop itself using no strategy. `--paired`: also the suite's
+own step against the plain loop's, taken in turn in this process (`paired_steps`; torch_impl.bench
+says why). Prints one JSON line {"model", "samples_per_s": {baseline: median samples/s},
+"step_s": {baseline: median step seconds}, and with --paired "paired": {"suite's step, paired":
+plain step / the suite's}}.
 """
 
 from __future__ import annotations
@@ -28,23 +33,15 @@ from common.core.measure.clocks import HostStepClock
 from common.data import mnist
 from common.launch import environment
 from common.models import zoo
+from common.report.harness_ratio import PAIRED
+from tf_impl import dist
 from tf_impl.model import build_model
 from tf_impl.optim import build_optimizer
+from tf_impl.train import TfTrainer
 
 
-def plain_loop(
-    model_name: str,
-    images: tf.Tensor,
-    labels: tf.Tensor,
-    batch: int,
-    test: tuple[tf.Tensor, tf.Tensor],
-) -> tuple[float, float]:
-    """(samples/s, median step seconds) of the second of two passes over the data, the model
-    tested after each, as the tutorials' loops and the launched runs test it; each step on the
-    launched runs' step clock (the host's, the loss read after each step)."""
-    cfg = config_io.load_config(None, [f"model.name={model_name}", "optim.name=adam"])
-    model = build_model(cfg.net(), seed=0)
-    optimizer = build_optimizer(cfg.optim)
+def plain_step(model, optimizer, images: tf.Tensor, labels: tf.Tensor):
+    """The plain loop's compiled step, given one step's indices into (images, labels)."""
 
     @tf.function
     def step(indices):
@@ -59,6 +56,65 @@ def plain_loop(
         gradients = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(list(zip(gradients, model.trainable_variables, strict=True)))
         return loss
+
+    return step
+
+
+def paired_steps(
+    model_name: str, limit: int, batch: int, info: dist.DistInfo
+) -> tuple[float, float]:
+    """(the plain loop's median step, the suite's), in seconds, the two taken in turn over the
+    same batches in this process, the order swapped at every step, so that a slow spell of a
+    shared host slows both alike: the suite's is `TfTrainer.train_step` as `tf mwms x1 /
+    tensor` launches it, under this process's MultiWorkerMirroredStrategy (`info`). Two
+    epochs; the first warms both up and is not timed."""
+    overrides = [
+        f"model.name={model_name}",
+        "optim.name=adam",
+        "data.pipeline=tensor",
+        f"data.train_limit={limit}",
+        f"train.batch_size={batch}",
+        "train.batch_mode=global",
+        "tf.strategy=mwms",
+    ]
+    cfg = config_io.load_config(None, overrides)
+    trainer = TfTrainer(cfg, info)
+    trainer.build()
+    images, labels = trainer.data.train_images, trainer.data.train_labels
+    step = plain_step(build_model(cfg.net(), seed=0), build_optimizer(cfg.optim), images, labels)
+
+    def plain(indices: np.ndarray) -> None:
+        float(step(tf.constant(indices)))
+
+    def suite(indices: np.ndarray) -> None:
+        trainer.train_step(indices, cfg.optim.lr)
+
+    for epoch in range(2):
+        # each step waited for (on a GPU the trainer's own clock takes the epoch's mean)
+        waited = trainer.synchronize
+        clocks = [(plain, HostStepClock(waited)), (suite, HostStepClock(waited))]
+        for index, indices in enumerate(trainer.train_batches(epoch)):
+            for take, clock in clocks if index % 2 == 0 else clocks[::-1]:
+                clock.step_started()
+                take(indices)
+                clock.step_done()
+    plain_s, suite_s = (statistics.median(clock.step_times(0.0)) for _, clock in clocks)
+    return plain_s, suite_s
+
+
+def plain_loop(
+    model_name: str,
+    images: tf.Tensor,
+    labels: tf.Tensor,
+    batch: int,
+    test: tuple[tf.Tensor, tf.Tensor],
+) -> tuple[float, float]:
+    """(samples/s, median step seconds) of the second of two passes over the data, the model
+    tested after each, as the tutorials' loops and the launched runs test it; each step on the
+    launched runs' step clock (the host's, the loss read after each step)."""
+    cfg = config_io.load_config(None, [f"model.name={model_name}", "optim.name=adam"])
+    model = build_model(cfg.net(), seed=0)
+    step = plain_step(model, build_optimizer(cfg.optim), images, labels)
 
     @tf.function
     def correct(batch_images, batch_labels):
@@ -97,18 +153,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
+    parser.add_argument(
+        "--paired", action="store_true", help=f"also the {PAIRED!r} row (paired_steps)"
+    )
     args = parser.parse_args(argv)
-    spec = environment.from_environment({})
-    gpus = tf.config.list_physical_devices("GPU")
+    # the device, threads and strategy of a launched run (one worker), before any op
+    cfg = config_io.load_config(None, [f"dist.device={args.device}"])
     try:
-        placed = devices.place(
-            framework="tf", requested=args.device, visible_gpus=len(gpus), spec=spec
-        )
+        info = dist.setup_distributed(cfg, environment.from_environment({}))
     except ValueError as error:
         parser.error(str(error))
-    tf.config.set_visible_devices(gpus[:1] if placed.device_type == "gpu" else [], "GPU")
-    threads = devices.threads_per_rank(spec, devices.available_cores())
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
     digits = mnist.load_mnist()
     images = tf.constant(mnist.normalize(digits.train_images[: args.train_limit])[..., np.newaxis])
     labels = tf.constant(digits.train_labels[: args.train_limit].astype(np.int64))
@@ -121,7 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     plain = [plain_loop(args.model, images, labels, args.batch, test) for _ in range(args.repeats)]
     speeds = {"plain loop": statistics.median(speed for speed, _ in plain)}
     step_s = {"plain loop": statistics.median(step for _, step in plain)}
-    print(json.dumps({"model": args.model, "samples_per_s": speeds, "step_s": step_s}))
+    said = {"model": args.model, "samples_per_s": speeds, "step_s": step_s}
+    if args.paired:
+        plain_s, suite_s = paired_steps(args.model, args.train_limit, args.batch, info)
+        speeds[PAIRED], step_s[PAIRED] = args.batch / suite_s, suite_s
+        said["paired"] = {PAIRED: plain_s / suite_s}
+    print(json.dumps(said))
     return 0
 
 

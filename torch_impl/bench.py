@@ -2,18 +2,22 @@
 of their own.
 
     python -m torch_impl.bench --model NAME [--train-limit 6400] [--repeats 3] [--batch 64]
-                               [--device auto|cpu|gpu]   (NAME: any of common.models.zoo.MODELS)
+                               [--device auto|cpu|gpu] [--paired]
+                               (NAME: any of common.models.zoo.MODELS)
 
 `plain loop`: a hand-written loop over the same preloaded tensors as the launched runs (no wrapper,
 no metrics), which tests the model after each epoch as the tutorials' loops and the launched runs
-do. `seed-style loop`: the tutorials' loop, a DataLoader with a per-sample transform and
-shuffle. Both build the model as the launched runs do (channels-last images) and take the optimizer
+do. `seed-style loop`: the tutorials' loop, a DataLoader with a per-sample transform and shuffle.
+Both build the model as the launched runs do (channels-last images) and take the optimizer
 implementation they take (`torch.optimizer_impl`, foreach Adam by default, not the for-loop that
 torch picks by itself on the CPU; docs/performance.md), so that "vs plain" measures the harness
 alone. The second pass over the data is timed, as the launched runs time their epoch 2. Both run on
 the device the launched runs take for dist.device=--device (the GPU when torch sees one, for auto),
-so that they are compared with the same hardware. Prints one JSON line {"model", "samples_per_s":
-{baseline: median samples/s}, "step_s": {"plain loop": median step seconds}}.
+so that they are compared with the same hardware. `--paired`: also the suite's own step against the
+plain loop's, the two taken in turn in this process (`paired_steps`), so that a busy machine's slow
+spells, longer than a launch on some hosts, slow both alike. Prints one JSON line {"model",
+"samples_per_s": {baseline: median samples/s}, "step_s": {baseline: median step seconds}, and with
+--paired "paired": {"suite's step, paired": plain step / suite's step}}.
 """
 
 from __future__ import annotations
@@ -31,12 +35,15 @@ from common.core.config import config_io, devices, strategies
 from common.core.measure.clocks import HostStepClock
 from common.data import mnist
 from common.launch import environment
+from common.launch.cluster import ClusterSpec
 from common.models import zoo
+from common.report.harness_ratio import PAIRED
+from torch_impl import dist
 from torch_impl.data import MnistImages
 from torch_impl.model import build_model
 from torch_impl.optim import build_optimizer, implementation
 from torch_impl.precision import settle_vector_math
-from torch_impl.train import CudaEventStepClock
+from torch_impl.train import CudaEventStepClock, TorchTrainer
 
 
 def _model_and_optimizer(model_name: str, device: torch.device):
@@ -100,6 +107,47 @@ def plain_loop(
     return steps * batch / seconds, statistics.median(clock.step_times(seconds))
 
 
+def paired_steps(
+    model_name: str, limit: int, batch: int, device: str, spec: ClusterSpec
+) -> tuple[float, float]:
+    """(the plain loop's median step, the suite's), in seconds, the two taken in turn over the
+    same batches in this process, the order swapped at every step, so that a slow spell of a
+    shared host slows both alike: the suite's is `TorchTrainer.train_step` as `torch single /
+    tensor` launches it. Two epochs; the first warms both up and is not timed."""
+    overrides = [
+        f"model.name={model_name}",
+        "optim.name=adam",
+        "data.pipeline=tensor",
+        f"data.train_limit={limit}",
+        f"train.batch_size={batch}",
+        "train.batch_mode=global",
+        "torch.strategy=single",
+        f"dist.device={device}",
+    ]
+    cfg = config_io.load_config(None, overrides)
+    trainer = TorchTrainer(cfg, dist.setup_distributed(cfg, spec))
+    trainer.build()
+    model, optimizer = _model_and_optimizer(model_name, trainer.info.device)
+
+    def plain(images: torch.Tensor, labels: torch.Tensor) -> None:
+        optimizer.zero_grad()
+        F.cross_entropy(model(images), labels).backward()
+        optimizer.step()
+
+    def suite(images: torch.Tensor, labels: torch.Tensor) -> None:
+        trainer.train_step((images, labels), cfg.optim.lr)
+
+    for epoch in range(2):
+        clocks = [(plain, trainer.step_clock()), (suite, trainer.step_clock())]
+        for step, (images, labels) in enumerate(trainer.train_batches(epoch)):
+            for take, clock in clocks if step % 2 == 0 else clocks[::-1]:
+                clock.step_started()
+                take(images, labels)
+                clock.step_done()
+    plain_s, suite_s = (statistics.median(clock.step_times(0.0)) for _, clock in clocks)
+    return plain_s, suite_s
+
+
 def seed_style_loop(
     model_name: str,
     digits: mnist.Mnist,
@@ -137,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
+    parser.add_argument(
+        "--paired", action="store_true", help=f"also the {PAIRED!r} row (paired_steps)"
+    )
     args = parser.parse_args(argv)
     spec = environment.from_environment({})
     torch.set_num_threads(devices.threads_per_rank(spec, devices.available_cores()))
@@ -170,7 +221,12 @@ def main(argv: list[str] | None = None) -> int:
         "seed-style loop": statistics.median(seed),
     }
     step_s = {"plain loop": statistics.median(step for _, step in plain)}
-    print(json.dumps({"model": args.model, "samples_per_s": speeds, "step_s": step_s}))
+    said = {"model": args.model, "samples_per_s": speeds, "step_s": step_s}
+    if args.paired:
+        plain_s, suite_s = paired_steps(args.model, limit, args.batch, args.device, spec)
+        speeds[PAIRED], step_s[PAIRED] = args.batch / suite_s, suite_s
+        said["paired"] = {PAIRED: plain_s / suite_s}
+    print(json.dumps(said))
     return 0
 
 

@@ -22,13 +22,16 @@ PATTERN = "bench*.json"
 NAMES = {"torch": "torch", "tf": "TensorFlow"}
 # a launched cell of one rank: "<framework> <strategy>[ x1] / <pipeline>", no compile or --vary
 ONE_RANK = re.compile(r"^(torch|tf) (\w+)(?: x1)? / (\w+)$")
+# the baselines' row of the suite's step taken in turn with the plain loop's, in one process
+# (torch_impl.bench and tf_impl.bench, --paired)
+PAIRED = "suite's step, paired"
 
 
 @dataclass(frozen=True)
 class Bench:
-    """One file: its rows (model, variant, ranks, samples_per_s, spread, repeats, and
-    step_p50_s where the bench timed steps), where and when they were measured, and the
-    command."""
+    """One file: its rows (model, variant, ranks, samples_per_s, spread, repeats, step_p50_s
+    where the bench timed steps, paired where it took the suite's step in turn with the plain
+    loop's), where and when they were measured, and the command."""
 
     path: Path
     rows: list[dict[str, Any]]
@@ -43,6 +46,10 @@ class Bench:
         """The row's median step in seconds, where measured."""
         return self._figure(model, variant, "step_p50_s")
 
+    def paired(self, model: str, framework: str) -> float | None:
+        """The framework's plain step over the suite's, the two taken in turn in one process."""
+        return self._figure(model, f"{framework} {PAIRED}", "paired")
+
     def _figure(self, model: str, variant: str, key: str) -> float | None:
         found = [r[key] for r in self.rows if r["model"] == model and r["variant"] == variant]
         return float(found[0]) if found and found[0] else None
@@ -54,7 +61,10 @@ def read(path: Path) -> Bench:
         data = json.loads(path.read_text())
         keys = ("model", "variant", "ranks", "samples_per_s", "spread", "repeats")
         rows = [
-            {**{key: row[key] for key in keys}, "step_p50_s": row.get("step_p50_s")}
+            {
+                **{key: row[key] for key in keys},
+                **{key: row.get(key) for key in ("step_p50_s", "paired")},
+            }
             for row in data["rows"]
         ]
         return Bench(path, rows, str(data["host"]), str(data["measured"]), list(data["command"]))
@@ -98,6 +108,13 @@ def ratios(
     return found
 
 
+def _steps(per_step: float | None, paired: float | None) -> str:
+    """What the bench said step by step: across the launches, and taken in turn."""
+    said = [f"{per_step:.2f}x step by step"] if per_step else []
+    said += [f"{paired:.2f}x with the steps taken in turn in one process"] if paired else []
+    return f" ({'; '.join(said)})" if said else ""
+
+
 def sentences(benches: list[Bench], model: str, pipeline: str) -> list[str]:
     """What each bench says of `model` on `pipeline`: both harness ratios, and the plain
     loops' own comparison."""
@@ -109,7 +126,7 @@ def sentences(benches: list[Bench], model: str, pipeline: str) -> list[str]:
         repeats = max(row["repeats"] for row in bench.rows)
         parts = [
             f"{variant} runs at {ratio:.2f}x {NAMES[framework]}'s plain loop"
-            + (f" ({per_step:.2f}x step by step)" if per_step else "")
+            + _steps(per_step, bench.paired(model, framework))
             for framework, (variant, _, ratio, per_step) in sorted(found.items(), reverse=True)
         ]
         where = f"{bench.path.name}: {bench.host}, {bench.measured}, medians of {repeats}"

@@ -5,19 +5,21 @@ both pipelines, beside each framework's plain-loop baselines, in one run.
         [--compile eager,compiled] [--tf-ranks 1,2] [--set torch.wrap=size]
         [--vary torch.sharding=shard_grad_op] [--against REF] [--out RESULTS/bench.json]
 
-Every measurement is repeated --repeats times, interleaved (each round measures every cell
-once), and reported as median and spread. Nothing here imports a framework. Each framework's
-baselines run in a process of their own (`python -m torch_impl.bench`, `python -m
-tf_impl.bench`), which prints one JSON line: {"model": ..., "samples_per_s": {baseline name:
-samples/s}}. Strategies run as real launches (`common.launch`) for two epochs; their samples/s
-and MFU are the second epoch's (the first includes warm-up, tracing and compiling). --compile
-adds torch.compile / tf.jit_compile cells; each --vary KEY=VALUE adds a cell beside every
-strategy that reads KEY (--set changes every cell). --against REF measures every cell on that
-commit of the suite too, checked out by `git worktree` into a temporary folder, right after
-this tree's in each round, so that "before" and "after" see the same machine. Prints a table
-(and, with --against, a second one with both). --out writes this tree's rows, with the host and
-the time, where compare.py finds them among its results: its verdict then sets each framework's
-harness ratio (its cell against its plain loop) beside the framework comparison.
+Every measurement is repeated --repeats times, interleaved (each round measures every cell once),
+and reported as median and spread. Nothing here imports a framework. Each framework's baselines run
+in a process of their own (`python -m torch_impl.bench --paired`, `python -m tf_impl.bench
+--paired`), which prints one JSON line: {"model": ..., "samples_per_s": {baseline name: samples/s},
+...}; their row "suite's step, paired" is the suite's own step taken in turn with the plain loop's
+in that process, so that a busy machine's slow spells slow both alike. Strategies run as real
+launches (`common.launch`) for two epochs; their samples/s and MFU are the second epoch's (the
+first includes warm-up, tracing and compiling). --compile adds torch.compile / tf.jit_compile
+cells; each --vary KEY=VALUE adds a cell beside every strategy that reads KEY (--set changes every
+cell). --against REF measures every cell on that commit of the suite too, checked out by `git
+worktree` into a temporary folder, right after this tree's in each round, so that "before" and
+"after" see the same machine. Prints a table (and, with --against, a second one with both). --out
+writes this tree's rows, with the host and the time, where compare.py finds them among its results:
+its verdict then sets each framework's harness ratio (its cell against its plain loop) beside the
+framework comparison.
 """
 
 from __future__ import annotations

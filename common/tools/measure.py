@@ -52,8 +52,9 @@ def baselines(
     root: Path | None = None,
 ) -> dict[str, tuple[float, dict[str, float | None]]]:
     """{"<framework> <baseline name>": (samples/s, {"step_s": median step seconds, where the
-    baseline times its steps})} from the framework's baseline program (of the tree at `root`,
-    None: this one)."""
+    baseline times its steps, "paired": plain step / the suite's, for the suite's step taken in
+    turn with the plain loop's})} from the framework's baseline program (of the tree at `root`,
+    None: this one; only this one's is asked for the paired steps, which an older tree lacks)."""
     command = [
         sys.executable,
         "-m",
@@ -68,6 +69,7 @@ def baselines(
         str(BATCH),
         "--device",
         device,
+        *(["--paired"] if root is None else []),
     ]
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=TIMEOUT_S, **in_tree(root)
@@ -75,9 +77,13 @@ def baselines(
     if done.returncode != 0:
         raise RuntimeError(f"{framework} baselines failed (exit {done.returncode}):{_tails(done)}")
     said = json.loads(done.stdout.strip().splitlines()[-1])
-    steps = said.get("step_s", {})  # an --against tree's baselines may not time their steps
+    # an --against tree's baselines may not time their steps
+    steps, paired = said.get("step_s", {}), said.get("paired", {})
     return {
-        f"{framework} {name}": (speed, {"step_s": steps[name]} if name in steps else {})
+        f"{framework} {name}": (
+            speed,
+            {"step_s": steps.get(name), "paired": paired.get(name)} if name in steps else {},
+        )
         for name, speed in said["samples_per_s"].items()
     }
 

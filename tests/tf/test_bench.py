@@ -1,6 +1,7 @@
 """The benchmark driver end to end, small: both sides' baselines in their own processes and
 real launches, one table."""
 
+import json
 import re
 import subprocess
 import sys
@@ -11,6 +12,8 @@ ROW = re.compile(
     r"^mlp\s+(.+?)\s+(\d)\s+([\d,]+)\s+(\d+%|-)\s+([\d.]+|-)\s+([\d.]+|-)\s+([\d.]+%|-)\s+([\d.]+%|-)$",
     re.M,
 )
+
+RUN = {"capture_output": True, "text": True, "timeout": 600}
 
 
 def bench(*options: str) -> str:
@@ -28,7 +31,7 @@ def bench(*options: str) -> str:
         "640",
         *options,
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(command, **RUN)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
@@ -40,21 +43,26 @@ def test_the_benchmark_measures_both_frameworks_with_median_and_spread():
     assert set(rows) == {
         "torch plain loop",
         "torch seed-style loop",
+        "torch suite's step, paired",
         "torch single / tensor",
         "tf plain loop",
+        "tf suite's step, paired",
         "tf mwms / tensor",
     }, out
     assert rows["tf mwms / tensor"][0] == "2" and rows["torch single / tensor"][0] == "1"
     assert all(float(speed.replace(",", "")) > 0 for _, speed, *_ in rows.values())
-    assert all(spread.endswith("%") and ratio != "-" for _, _, spread, ratio, *_ in rows.values())
+    assert all(spread.endswith("%") for _, _, spread, *_ in rows.values())
+    # a paired row's samples/s are its steps' alone, not an epoch's: no "vs plain"
+    assert all((row[3] == "-") == ("paired" in name) for name, row in rows.items())
     assert rows["tf plain loop"][3] == rows["torch plain loop"][3] == "1.00"
     # step by step: the plain loops' own median steps against the launched runs' records
     assert rows["tf plain loop"][4] == rows["torch plain loop"][4] == "1.00"
     assert float(rows["tf mwms / tensor"][4]) > 0 and rows["torch seed-style loop"][4] == "-"
+    assert float(rows["tf suite's step, paired"][4]) > 0  # the steps taken in turn
     # MFU from the launched runs' records; the baselines record nothing
     assert rows["torch single / tensor"][5].endswith("%") and rows["tf plain loop"][5] == "-"
     assert rows["tf mwms / tensor"][6].endswith("%") and rows["torch plain loop"][6] == "-"
-    assert out.count("round 2:") == 5
+    assert out.count("round 2:") == 7
     per_line = re.search(r"progress: ([\d.]+) us per line, ([\d.]+)% of the time", out)
     assert per_line and float(per_line[2]) < 1.0
 
@@ -62,9 +70,23 @@ def test_the_benchmark_measures_both_frameworks_with_median_and_spread():
 def test_a_single_pass_prints_no_ratio_and_no_spread():
     out = bench("--frameworks", "torch", "--repeats", "1")
     rows = {match[1].strip(): match.groups()[1:] for match in ROW.finditer(out)}
-    assert len(rows) == 3 and all(row[2:4] == ("-", "-") for row in rows.values()), out
+    assert len(rows) == 4 and all(row[2:4] == ("-", "-") for row in rows.values()), out
     # a step's median is a median of one epoch's steps: shown from one repeat on
     assert float(rows["torch single / tensor"][4]) > 0 and rows["torch plain loop"][4] == "1.00"
+    # the suite's step taken in turn with the plain loop's, in one process: their ratio
+    assert float(rows["torch suite's step, paired"][4]) > 0
+
+
+def test_tensorflows_baselines_pair_the_suites_step_with_the_plain_loops():
+    """--paired: TfTrainer.train_step and the plain loop's compiled step, taken in turn in the
+    baselines' own process (set up as a launched worker's), timed on the second epoch."""
+    command = [sys.executable, "-m", "tf_impl.bench", "--model", "mlp", "--train-limit", "640"]
+    done = subprocess.run([*command, "--repeats", "1", "--paired"], **RUN)
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    step = said["step_s"]["suite's step, paired"]
+    assert said["samples_per_s"]["suite's step, paired"] == pytest.approx(64 / step)
+    assert said["paired"]["suite's step, paired"] > 0  # 10 steps of each: no figure to trust
 
 
 def test_an_unknown_framework_is_refused():
