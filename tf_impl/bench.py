@@ -20,6 +20,7 @@ plain step / the suite's}}.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import time
@@ -29,11 +30,12 @@ import numpy as np
 import tensorflow as tf
 
 from common.core.config import config_io, devices
-from common.core.measure.clocks import HostStepClock
+from common.core.measure.clocks import HostStepClock, in_turn
 from common.data import mnist
 from common.launch import environment
 from common.models import zoo
 from common.report.harness_ratio import PAIRED
+from common.tools.measure import cell_settings
 from tf_impl import dist
 from tf_impl.model import build_model
 from tf_impl.optim import build_optimizer
@@ -68,15 +70,7 @@ def paired_steps(
     shared host slows both alike: the suite's is `TfTrainer.train_step` as `tf mwms x1 /
     tensor` launches it, under this process's MultiWorkerMirroredStrategy (`info`). Two
     epochs; the first warms both up and is not timed."""
-    overrides = [
-        f"model.name={model_name}",
-        "optim.name=adam",
-        "data.pipeline=tensor",
-        f"data.train_limit={limit}",
-        f"train.batch_size={batch}",
-        "train.batch_mode=global",
-        "tf.strategy=mwms",
-    ]
+    overrides = [*cell_settings(model_name, "tensor", limit, batch), "tf.strategy=mwms"]
     cfg = config_io.load_config(None, overrides)
     trainer = TfTrainer(cfg, info)
     trainer.build()
@@ -89,17 +83,9 @@ def paired_steps(
     def suite(indices: np.ndarray) -> None:
         trainer.train_step(indices, cfg.optim.lr)
 
-    for epoch in range(2):
-        # each step waited for (on a GPU the trainer's own clock takes the epoch's mean)
-        waited = trainer.synchronize
-        clocks = [(plain, HostStepClock(waited)), (suite, HostStepClock(waited))]
-        for index, indices in enumerate(trainer.train_batches(epoch)):
-            for take, clock in clocks if index % 2 == 0 else clocks[::-1]:
-                clock.step_started()
-                take(indices)
-                clock.step_done()
-    plain_s, suite_s = (statistics.median(clock.step_times(0.0)) for _, clock in clocks)
-    return plain_s, suite_s
+    # each step waited for (on a GPU the trainer's own clock takes the epoch's mean)
+    waited = functools.partial(HostStepClock, trainer.synchronize)
+    return in_turn(plain, suite, trainer.train_batches, waited)
 
 
 def plain_loop(

@@ -32,12 +32,13 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from common.core.config import config_io, devices, strategies
-from common.core.measure.clocks import HostStepClock
+from common.core.measure.clocks import HostStepClock, in_turn
 from common.data import mnist
 from common.launch import environment
 from common.launch.cluster import ClusterSpec
 from common.models import zoo
 from common.report.harness_ratio import PAIRED
+from common.tools.measure import cell_settings
 from torch_impl import dist
 from torch_impl.data import MnistImages
 from torch_impl.model import build_model
@@ -114,38 +115,22 @@ def paired_steps(
     same batches in this process, the order swapped at every step, so that a slow spell of a
     shared host slows both alike: the suite's is `TorchTrainer.train_step` as `torch single /
     tensor` launches it. Two epochs; the first warms both up and is not timed."""
-    overrides = [
-        f"model.name={model_name}",
-        "optim.name=adam",
-        "data.pipeline=tensor",
-        f"data.train_limit={limit}",
-        f"train.batch_size={batch}",
-        "train.batch_mode=global",
-        "torch.strategy=single",
-        f"dist.device={device}",
-    ]
+    overrides = cell_settings(model_name, "tensor", limit, batch)
+    overrides += ["torch.strategy=single", f"dist.device={device}"]
     cfg = config_io.load_config(None, overrides)
     trainer = TorchTrainer(cfg, dist.setup_distributed(cfg, spec))
     trainer.build()
     model, optimizer = _model_and_optimizer(model_name, trainer.info.device)
 
-    def plain(images: torch.Tensor, labels: torch.Tensor) -> None:
+    def plain(batch: tuple[torch.Tensor, torch.Tensor]) -> None:
         optimizer.zero_grad()
-        F.cross_entropy(model(images), labels).backward()
+        F.cross_entropy(model(batch[0]), batch[1]).backward()
         optimizer.step()
 
-    def suite(images: torch.Tensor, labels: torch.Tensor) -> None:
-        trainer.train_step((images, labels), cfg.optim.lr)
+    def suite(batch: tuple[torch.Tensor, torch.Tensor]) -> None:
+        trainer.train_step(batch, cfg.optim.lr)
 
-    for epoch in range(2):
-        clocks = [(plain, trainer.step_clock()), (suite, trainer.step_clock())]
-        for step, (images, labels) in enumerate(trainer.train_batches(epoch)):
-            for take, clock in clocks if step % 2 == 0 else clocks[::-1]:
-                clock.step_started()
-                take(images, labels)
-                clock.step_done()
-    plain_s, suite_s = (statistics.median(clock.step_times(0.0)) for _, clock in clocks)
-    return plain_s, suite_s
+    return in_turn(plain, suite, trainer.train_batches, trainer.step_clock)
 
 
 def seed_style_loop(

@@ -88,6 +88,19 @@ def baselines(
     }
 
 
+def cell_settings(model_name: str, pipeline: str, limit: int, batch: int) -> list[str]:
+    """The config overrides of a cell's training, launched or paired with a plain loop's steps
+    (torch_impl.bench, tf_impl.bench)."""
+    return [
+        f"model.name={model_name}",
+        "optim.name=adam",
+        f"data.pipeline={pipeline}",
+        f"data.train_limit={limit}",
+        f"train.batch_size={batch}",
+        "train.batch_mode=global",
+    ]
+
+
 def launched(
     framework: str,
     strategy: str,
@@ -106,13 +119,8 @@ def launched(
     `root`: the suite's tree whose programs run (None: this one)."""
     with tempfile.TemporaryDirectory() as out:
         overrides = [
-            f"model.name={model_name}",
-            "optim.name=adam",
-            f"data.pipeline={pipeline}",
-            f"data.train_limit={limit}",
+            *cell_settings(model_name, pipeline, limit, BATCH),
             "train.epochs=2",
-            f"train.batch_size={BATCH}",
-            "train.batch_mode=global",
             f"output.dir={out}",
             "output.run_name=bench",
             f"dist.device={device}",

@@ -13,9 +13,10 @@ the device is synchronized in every case; the record's train_clock says which cl
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class StepClock(Protocol):
@@ -82,3 +83,23 @@ def percentiles(values: Iterable[float], quantiles: Iterable[float]) -> list[flo
         low, high = math.floor(position), math.ceil(position)
         out.append(ordered[low] + (ordered[high] - ordered[low]) * (position - low))
     return out
+
+
+def in_turn(
+    plain: Callable[[Any], None],
+    suite: Callable[[Any], None],
+    batches: Callable[[int], Iterable[Any]],
+    clock: Callable[[], StepClock],
+) -> tuple[float, float]:
+    """(plain's median step, suite's), in seconds: both given each batch of `batches(epoch)` in
+    turn, the order swapped at every step, so that a slow spell of a shared host slows both
+    alike; each on a clock of its own. Two epochs; the first warms both up and is not timed."""
+    for epoch in range(2):
+        clocks = [(plain, clock()), (suite, clock())]
+        for index, batch in enumerate(batches(epoch)):
+            for take, timer in clocks if index % 2 == 0 else clocks[::-1]:
+                timer.step_started()
+                take(batch)
+                timer.step_done()
+    plain_s, suite_s = (statistics.median(timer.step_times(0.0)) for _, timer in clocks)
+    return plain_s, suite_s
