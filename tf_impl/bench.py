@@ -2,19 +2,20 @@
 of its own.
 
     python -m tf_impl.bench --model NAME [--train-limit 6400] [--repeats 3] [--batch 64]
-                            [--device auto|cpu|gpu] [--paired]
+                            [--device auto|cpu|gpu] [--timed 1] [--paired]
                             (NAME: any of common.models.zoo.MODELS)
 
 `plain loop`: a compiled step (the batch's gathers, forward, loss, gradients, optimizer) over the
 same preloaded, normalized arrays as the launched runs, with no strategy and no metrics, the model
-tested after each pass as the launched runs test it; the second pass over the data is timed. It
+tested after each pass as the launched runs test it; the --timed passes over the data after the
+first are timed, its figure their median. It
 runs on the device the launched runs take for dist.device=--device (the GPU when TensorFlow sees
 one, for auto), in a process set up as one launched worker's (`tf_impl.dist.setup_distributed`:
 device, threads, strategy), the plain loop itself using no strategy. `--paired`: also the suite's
 own step against the plain loop's, taken in turn in this process (`paired_steps`; torch_impl.bench
 says why). Prints one JSON line {"model", "samples_per_s": {baseline: median samples/s},
-"step_s": {baseline: median step seconds}, and with --paired "paired": {"suite's step, paired":
-plain step / the suite's}}.
+"step_s": {baseline: median step seconds}, "passes": {"plain loop": [samples/s of each timed
+pass]}, and with --paired "paired": {"suite's step, paired": plain step / the suite's}}.
 """
 
 from __future__ import annotations
@@ -94,10 +95,12 @@ def plain_loop(
     labels: tf.Tensor,
     batch: int,
     test: tuple[tf.Tensor, tf.Tensor],
-) -> tuple[float, float]:
-    """(samples/s, median step seconds) of the second of two passes over the data, the model
-    tested after each, as the tutorials' loops and the launched runs test it; each step on the
-    launched runs' step clock (the host's, the loss read after each step)."""
+    timed: int = 1,
+) -> tuple[list[float], float]:
+    """([samples/s of each timed pass], median step seconds over them) of the `timed` passes
+    over the data after the first, the model tested after each, as the tutorials' loops and the
+    launched runs test it; each step on the launched runs' step clock (the host's, the loss read
+    after each step)."""
     cfg = config_io.load_config(None, [f"model.name={model_name}", "optim.name=adam"])
     model = build_model(cfg.net(), seed=0)
     step = plain_step(model, build_optimizer(cfg.optim), images, labels)
@@ -119,7 +122,10 @@ def plain_loop(
 
     steps = int(labels.shape[0]) // batch
     rng = np.random.default_rng(0)
-    for _ in range(2):  # the second pass is timed, as the launched runs time their epoch 2
+    speeds: list[float] = []
+    step_s: list[float] = []
+    # the passes after the first are timed, as the launched runs time their epochs after the first
+    for done in range(1 + timed):
         order = rng.permutation(int(labels.shape[0]))
         clock = HostStepClock()
         start = time.perf_counter()
@@ -129,7 +135,10 @@ def plain_loop(
             clock.step_done()
         seconds = time.perf_counter() - start
         test_accuracy()
-    return steps * batch / seconds, statistics.median(clock.step_times(seconds))
+        if done:
+            speeds.append(steps * batch / seconds)
+            step_s += clock.step_times(seconds)
+    return speeds, statistics.median(step_s)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
+    parser.add_argument(
+        "--timed", type=int, default=1, help="the plain loop's passes timed after its first"
+    )
     parser.add_argument(
         "--paired", action="store_true", help=f"also the {PAIRED!r} row (paired_steps)"
     )
@@ -158,10 +170,19 @@ def main(argv: list[str] | None = None) -> int:
         tf.constant(mnist.normalize(digits.test_images)[..., np.newaxis]),
         tf.constant(digits.test_labels.astype(np.int64)),
     )
-    plain = [plain_loop(args.model, images, labels, args.batch, test) for _ in range(args.repeats)]
-    speeds = {"plain loop": statistics.median(speed for speed, _ in plain)}
+    plain = [
+        plain_loop(args.model, images, labels, args.batch, test, args.timed)
+        for _ in range(args.repeats)
+    ]
+    passes = [speed for speeds, _ in plain for speed in speeds]
+    speeds = {"plain loop": statistics.median(passes)}
     step_s = {"plain loop": statistics.median(step for _, step in plain)}
-    said = {"model": args.model, "samples_per_s": speeds, "step_s": step_s}
+    said = {
+        "model": args.model,
+        "samples_per_s": speeds,
+        "step_s": step_s,
+        "passes": {"plain loop": passes},
+    }
     if args.paired:
         plain_s, suite_s = paired_steps(args.model, args.train_limit, args.batch, info)
         speeds[PAIRED], step_s[PAIRED] = args.batch / suite_s, suite_s

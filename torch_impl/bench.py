@@ -2,7 +2,7 @@
 of their own.
 
     python -m torch_impl.bench --model NAME [--train-limit 6400] [--repeats 3] [--batch 64]
-                               [--device auto|cpu|gpu] [--paired]
+                               [--device auto|cpu|gpu] [--timed 1] [--paired]
                                (NAME: any of common.models.zoo.MODELS)
 
 `plain loop`: a hand-written loop over the same preloaded tensors as the launched runs (no wrapper,
@@ -11,13 +11,15 @@ do. `seed-style loop`: the tutorials' loop, a DataLoader with a per-sample trans
 Both build the model as the launched runs do (channels-last images) and take the optimizer
 implementation they take (`torch.optimizer_impl`, foreach Adam by default, not the for-loop that
 torch picks by itself on the CPU; docs/performance.md), so that "vs plain" measures the harness
-alone. The second pass over the data is timed, as the launched runs time their epoch 2. Both run on
+alone. The --timed passes after the first are timed, as the launched runs time their epochs after
+the first, and the plain loop's figure is their median. Both run on
 the device the launched runs take for dist.device=--device (the GPU when torch sees one, for auto),
 so that they are compared with the same hardware. `--paired`: also the suite's own step against the
 plain loop's, the two taken in turn in this process (`paired_steps`), so that a busy machine's slow
 spells, longer than a launch on some hosts, slow both alike. Prints one JSON line {"model",
-"samples_per_s": {baseline: median samples/s}, "step_s": {baseline: median step seconds}, and with
---paired "paired": {"suite's step, paired": plain step / suite's step}}.
+"samples_per_s": {baseline: median samples/s}, "step_s": {baseline: median step seconds},
+"passes": {"plain loop": [samples/s of each timed pass]}, and with --paired "paired": {"suite's
+step, paired": plain step / suite's step}}.
 """
 
 from __future__ import annotations
@@ -83,14 +85,18 @@ def plain_loop(
     labels: torch.Tensor,
     batch: int,
     test: tuple[torch.Tensor, torch.Tensor],
-) -> tuple[float, float]:
-    """(samples/s, median step seconds) of a bare loop over preloaded tensors (the fastest
-    honest baseline): the tutorial's train() then test() each epoch, the second train() timed,
-    each of its steps on the launched runs' step clock."""
+    timed: int = 1,
+) -> tuple[list[float], float]:
+    """([samples/s of each timed pass], median step seconds over them) of a bare loop over
+    preloaded tensors (the fastest honest baseline): the tutorial's train() then test() each
+    epoch, the `timed` passes after the first timed, each of their steps on the launched runs'
+    step clock."""
     device = images.device
     model, optimizer = _model_and_optimizer(model_name, device)
     steps = len(labels) // batch
-    for _ in range(2):  # the second pass is timed
+    speeds: list[float] = []
+    step_s: list[float] = []
+    for done in range(1 + timed):  # the passes after the first are timed
         order = torch.randperm(len(labels), device=device)
         clock = CudaEventStepClock() if device.type == "cuda" else HostStepClock()
         _synchronize(device)
@@ -105,7 +111,10 @@ def plain_loop(
         _synchronize(device)
         seconds = time.perf_counter() - start
         test_accuracy(model, test)
-    return steps * batch / seconds, statistics.median(clock.step_times(seconds))
+        if done:
+            speeds.append(steps * batch / seconds)
+            step_s += clock.step_times(seconds)
+    return speeds, statistics.median(step_s)
 
 
 def paired_steps(
@@ -171,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
     parser.add_argument(
+        "--timed", type=int, default=1, help="the plain loop's passes timed after its first"
+    )
+    parser.add_argument(
         "--paired", action="store_true", help=f"also the {PAIRED!r} row (paired_steps)"
     )
     args = parser.parse_args(argv)
@@ -197,16 +209,22 @@ def main(argv: list[str] | None = None) -> int:
     # at every step (docs/performance.md, "Each harness against its framework's plain loop").
     test_images = torch.from_numpy(mnist.normalize(digits.test_images)).unsqueeze(1)
     test = (test_images.to(device), torch.from_numpy(digits.test_labels).to(device))
-    plain = [plain_loop(args.model, images, labels, args.batch, test) for _ in range(args.repeats)]
+    plain = [
+        plain_loop(args.model, images, labels, args.batch, test, args.timed)
+        for _ in range(args.repeats)
+    ]
     seed = [
         seed_style_loop(args.model, digits, limit, args.batch, test) for _ in range(args.repeats)
     ]
-    speeds = {
-        "plain loop": statistics.median(speed for speed, _ in plain),
-        "seed-style loop": statistics.median(seed),
-    }
+    passes = [speed for speeds, _ in plain for speed in speeds]
+    speeds = {"plain loop": statistics.median(passes), "seed-style loop": statistics.median(seed)}
     step_s = {"plain loop": statistics.median(step for _, step in plain)}
-    said = {"model": args.model, "samples_per_s": speeds, "step_s": step_s}
+    said = {
+        "model": args.model,
+        "samples_per_s": speeds,
+        "step_s": step_s,
+        "passes": {"plain loop": passes},
+    }
     if args.paired:
         plain_s, suite_s = paired_steps(args.model, limit, args.batch, args.device, spec)
         speeds[PAIRED], step_s[PAIRED] = args.batch / suite_s, suite_s

@@ -11,8 +11,9 @@ in a process of their own (`python -m torch_impl.bench --paired`, `python -m tf_
 --paired`), which prints one JSON line: {"model": ..., "samples_per_s": {baseline name: samples/s},
 ...}; their row "suite's step, paired" is the suite's own step taken in turn with the plain loop's
 in that process, so that a busy machine's slow spells slow both alike. Strategies run as real
-launches (`common.launch`) for two epochs; their samples/s and MFU are the second epoch's (the
-first includes warm-up, tracing and compiling). --compile adds torch.compile / tf.jit_compile
+launches (`common.launch`); their samples/s, step and MFU are medians over --timed-epochs epochs
+after the first (which includes warm-up, tracing and compiling), as the plain loops' are over as
+many passes after their first. --compile adds torch.compile / tf.jit_compile
 cells; each --vary KEY=VALUE adds a cell beside every strategy that reads KEY (--set changes every
 cell). --against REF measures every cell on that commit of the suite too, checked out by `git
 worktree` into a temporary folder, right after this tree's in each round, so that "before" and
@@ -36,7 +37,7 @@ from common.report import harness_ratio, measured_files
 from common.tools import programs, worktree
 from common.tools.bench_cells import Cell, measurements
 from common.tools.bench_table import Tally, change_table, main_table, rows
-from common.tools.measure import BATCH, progress_cost
+from common.tools.measure import BATCH, TIMED, progress_cost
 
 
 def reason(failed: Exception) -> str:
@@ -129,6 +130,13 @@ def main(argv: list[str] | None = None) -> int:
         "the same rounds, and print both side by side",
     )
     parser.add_argument(
+        "--timed-epochs",
+        type=int,
+        default=TIMED,
+        help="epochs (plain loops: passes) timed after the first in every measurement; its "
+        "figure is their median",
+    )
+    parser.add_argument(
         "--repeats",
         type=int,
         default=3,
@@ -156,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--strategies: unknown {unknown}; choose from {known}")
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
+    if args.timed_epochs < 1:
+        parser.error("--timed-epochs must be >= 1")
     if not set(args.compile.split(",")) <= {"eager", "compiled"}:
         parser.error("--compile takes eager, compiled or eager,compiled")
     for setting in [*args.set, *args.vary]:
@@ -167,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(unknown))
     print(
         f"{args.train_limit} samples, batch {BATCH} (global), {args.nproc} ranks for "
-        f"ddp/fsdp/tf, {args.repeats} interleaved repeats",
+        f"ddp/fsdp/tf, {args.repeats} interleaved repeats of {args.timed_epochs} timed epochs",
         flush=True,
     )
     cells = measurements(args, chosen)

@@ -59,7 +59,7 @@ def measurements(args: argparse.Namespace, chosen: list[str]) -> list[Cell]:
                 framework,
                 model_name,
                 args.train_limit,
-                1,
+                args.timed_epochs,
                 args.device,
             )
             cells.append(Cell(model_name, f"{framework} baselines", 1, measure))
@@ -93,6 +93,7 @@ def measurements(args: argparse.Namespace, chosen: list[str]) -> list[Cell]:
                             pipeline=pipeline,
                             nproc=ranks,
                             limit=args.train_limit,
+                            timed=args.timed_epochs,
                             device=args.device,
                             extra=(*taken, flag, *more),  # a varied setting wins
                         )

@@ -3,8 +3,10 @@ of their own, a real launch of its training program, or what a progress line cos
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -18,6 +20,10 @@ from common.data import mnist
 from common.tools import programs
 
 BATCH = 64
+# Epochs (plain loops: passes) timed after the first, each cell's figure their median: an MLP
+# epoch of 12,800 samples lasts 0.25-0.3 s on a 2-core host, and one slow spell of a tenth of a
+# second moved a single epoch's figure by 30% on [E] (docs/performance.md).
+TIMED = 3
 TIMEOUT_S = 1800
 TAIL = 2000  # characters of a failed program's output that are shown
 
@@ -47,14 +53,16 @@ def baselines(
     framework: str,
     model_name: str,
     limit: int,
-    repeats: int,
+    timed: int = TIMED,
     device: str = "auto",
     root: Path | None = None,
 ) -> dict[str, tuple[float, dict[str, float | None]]]:
     """{"<framework> <baseline name>": (samples/s, {"step_s": median step seconds, where the
     baseline times its steps, "paired": plain step / the suite's, for the suite's step taken in
     turn with the plain loop's})} from the framework's baseline program (of the tree at `root`,
-    None: this one; only this one's is asked for the paired steps, which an older tree lacks)."""
+    None: this one; only this one's is asked for the paired steps, which an older tree lacks),
+    its plain loop's figure the median of `timed` passes after the first. A tree older than
+    `--timed` times one pass after each of `timed` fresh starts (`--repeats`) instead."""
     command = [
         sys.executable,
         "-m",
@@ -63,17 +71,18 @@ def baselines(
         model_name,
         "--train-limit",
         str(limit),
-        "--repeats",
-        str(repeats),
         "--batch",
         str(BATCH),
         "--device",
         device,
         *(["--paired"] if root is None else []),
     ]
-    done = subprocess.run(
-        command, capture_output=True, text=True, timeout=TIMEOUT_S, **in_tree(root)
+    ran = functools.partial(
+        subprocess.run, capture_output=True, text=True, timeout=TIMEOUT_S, **in_tree(root)
     )
+    done = ran([*command, "--repeats", "1", "--timed", str(timed)])
+    if done.returncode == 2 and "unrecognized arguments: --timed" in done.stderr:
+        done = ran([*command, "--repeats", str(timed)])
     if done.returncode != 0:
         raise RuntimeError(f"{framework} baselines failed (exit {done.returncode}):{_tails(done)}")
     said = json.loads(done.stdout.strip().splitlines()[-1])
@@ -109,18 +118,20 @@ def launched(
     pipeline: str,
     nproc: int,
     limit: int,
+    timed: int = TIMED,
     device: str = "auto",
     extra: tuple[str, ...] = (),
     root: Path | None = None,
 ) -> tuple[float, dict[str, float | None]]:
     """(samples/s, {"mfu": training MFU, "eval": forward-only MFU of the evaluation, "step_s":
-    median step seconds}) of epoch 2 of a real launch of the framework's training program;
-    `extra`: more `--set` overrides (torch.* ones only reach torch, tf.* only TensorFlow);
-    `root`: the suite's tree whose programs run (None: this one)."""
+    median step seconds, "timed_epochs": `timed`}) of a real launch of the framework's training
+    program, each the median over the `timed` epochs after the first (which holds warm-up,
+    tracing and compiling); `extra`: more `--set` overrides (torch.* ones only reach torch, tf.*
+    only TensorFlow); `root`: the suite's tree whose programs run (None: this one)."""
     with tempfile.TemporaryDirectory() as out:
         overrides = [
             *cell_settings(model_name, pipeline, limit, BATCH),
-            "train.epochs=2",
+            f"train.epochs={1 + timed}",
             f"output.dir={out}",
             "output.run_name=bench",
             f"dist.device={device}",
@@ -138,16 +149,30 @@ def launched(
                 f"{framework} {strategy}/{pipeline} failed (exit {done.returncode}):{_tails(done)}"
             )
         records = metrics.read_records(Path(out) / "bench" / METRICS_FILENAME)
-        last = [record for record in records if isinstance(record, Epoch)][-1]
-        # Evaluation is a forward pass (a third of a training sample's FLOPs) over the whole
-        # test set (10,000 samples: no data.test_limit here).
-        flops, peak = last.flops_per_sample or 0, last.peak_flops or 0.0
-        forward = flops / 3 * mnist.TEST_SAMPLES / last.eval_time_s
-        return last.samples_per_s, {
-            "mfu": last.mfu,
-            "eval": forward / peak if peak else None,
-            "step_s": last.step_time_p50_s,
-        }
+        epochs = [record for record in records if isinstance(record, Epoch)][1:]
+        speed, figures = _median_epoch(epochs)
+        return speed, {**figures, "timed_epochs": float(len(epochs))}
+
+
+def _median_epoch(epochs: list[Epoch]) -> tuple[float, dict[str, float | None]]:
+    """(samples/s, {"mfu", "eval", "step_s"}), each the median over `epochs`."""
+    # Evaluation is a forward pass (a third of a training sample's FLOPs) over the whole
+    # test set (10,000 samples: no data.test_limit here).
+    evals = [
+        (epoch.flops_per_sample or 0)
+        / 3
+        * mnist.TEST_SAMPLES
+        / epoch.eval_time_s
+        / epoch.peak_flops
+        for epoch in epochs
+        if epoch.peak_flops
+    ]
+    mfus = [epoch.mfu for epoch in epochs if epoch.mfu is not None]
+    return statistics.median(epoch.samples_per_s for epoch in epochs), {
+        "mfu": statistics.median(mfus) if mfus else None,
+        "eval": statistics.median(evals) if evals else None,
+        "step_s": statistics.median(epoch.step_time_p50_s for epoch in epochs),
+    }
 
 
 SPREAD_WARNING = 0.10  # (max - min) / median above this: the machine was busy

@@ -3,6 +3,7 @@ real launches, one table."""
 
 import json
 import re
+import statistics
 import subprocess
 import sys
 
@@ -93,3 +94,16 @@ def test_an_unknown_framework_is_refused():
     command = [sys.executable, "-m", "common.tools.bench", "--frameworks", "torch,jax"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "unknown ['jax']; choose from torch,tf" in done.stderr
+
+
+@pytest.mark.parametrize("side", ["torch_impl", "tf_impl"])
+def test_the_plain_loops_figure_is_the_median_of_its_timed_passes(side):
+    """--timed 3: three passes timed after the first, the figure their median, as the launched
+    runs' figure is the median of their epochs after the first."""
+    command = [sys.executable, "-m", f"{side}.bench", "--model", "mlp", "--train-limit", "640"]
+    done = subprocess.run([*command, "--repeats", "1", "--timed", "3"], **RUN)
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    passes = said["passes"]["plain loop"]
+    assert len(passes) == 3 and all(speed > 0 for speed in passes)
+    assert said["samples_per_s"]["plain loop"] == statistics.median(passes)

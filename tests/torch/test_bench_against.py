@@ -38,3 +38,23 @@ def test_an_unknown_commit_is_refused_before_anything_runs():
     assert done.returncode == 2
     assert "--against no-such-ref: no such commit" in done.stderr
     assert "round" not in done.stdout
+
+
+def test_an_older_tree_without_timed_passes_is_timed_over_as_many_fresh_starts(tmp_path):
+    """A tree from before `--timed` refuses it; its baselines then run --repeats as many times
+    (one timed pass after each start), so that both trees' figures are medians of as many."""
+    from common.tools import measure
+
+    (tmp_path / "torch_impl").mkdir()
+    (tmp_path / "torch_impl" / "__init__.py").write_text("")
+    (tmp_path / "torch_impl" / "bench.py").write_text(
+        "import argparse, json\n"
+        "parser = argparse.ArgumentParser()\n"
+        "for option in ('--model', '--train-limit', '--batch', '--device'):\n"
+        "    parser.add_argument(option)\n"
+        "parser.add_argument('--repeats', type=int)\n"
+        "args = parser.parse_args()\n"
+        "print(json.dumps({'samples_per_s': {'plain loop': args.repeats}}))\n"
+    )
+    said = measure.baselines("torch", "mlp", 640, timed=3, root=tmp_path)
+    assert said == {"torch plain loop": (3, {})}

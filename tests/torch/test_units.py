@@ -284,3 +284,14 @@ def test_the_plain_loops_test_counts_every_test_image_in_eval_mode(digits):
     model.train()
     assert bench.test_accuracy(model, (images, labels)) == 0.8
     assert model.training
+
+
+def test_a_launched_cells_figures_are_the_medians_of_its_timed_epochs():
+    """A bench cell launches 1 + timed epochs; its figures are medians over the timed ones."""
+    from common.tools import measure
+
+    speed, figures = measure.launched(
+        "torch", "single", model_name="mlp", pipeline="tensor", nproc=1, limit=640, timed=2
+    )
+    assert figures["timed_epochs"] == 2
+    assert speed > 0 and figures["step_s"] > 0 and figures["mfu"] > 0
