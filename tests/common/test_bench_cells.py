@@ -20,6 +20,7 @@ def arguments(**changed):
         device="cpu",
         set=[],
         vary=[],
+        timed_epochs=2,
     )
     return argparse.Namespace(**{**chosen, **changed})
 
@@ -79,3 +80,11 @@ def test_a_cell_the_other_commit_cannot_run_is_named_with_its_reason():
         == "Error: Unknown config key: train.steps_per_call; allowed in train: epochs"
     )
     assert reason(RuntimeError("it timed out")) == "it timed out"
+
+
+def test_every_cell_times_the_epochs_asked_for():
+    """--timed-epochs reaches each launch and each framework's baselines."""
+    for cell in bench_cells.measurements(arguments(), ["torch", "tf"]):
+        measure = cell.measure if "baselines" in cell.label else cell.measure.args[1]
+        timed = measure.args[3] if "baselines" in cell.label else measure.keywords["timed"]
+        assert timed == 2, cell.label
