@@ -20,9 +20,9 @@ from common.data import mnist
 from common.tools import programs
 
 BATCH = 64
-# Epochs (plain loops: passes) timed after the first, each cell's figure their median: an MLP
-# epoch of 12,800 samples lasts 0.25-0.3 s on a 2-core host, and one slow spell of a tenth of a
-# second moved a single epoch's figure by 30% on [E] (docs/performance.md).
+# Epochs (plain loops: passes) timed after the first, each cell's figure their median: a small
+# model's epoch can last a fraction of a second, which one slow spell of a busy host moves a lot
+# (docs/performance.md, "Three timed epochs").
 TIMED = 3
 TIMEOUT_S = 1800
 TAIL = 2000  # characters of a failed program's output that are shown
