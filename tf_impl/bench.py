@@ -155,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         "--paired", action="store_true", help=f"also the {PAIRED!r} row (paired_steps)"
     )
     args = parser.parse_args(argv)
+    if args.timed < 1:
+        parser.error(f"--timed {args.timed}: time at least one pass after the first")
     # the device, threads and strategy of a launched run (one worker), before any op
     cfg = config_io.load_config(None, [f"dist.device={args.device}"])
     try:

@@ -186,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         "--paired", action="store_true", help=f"also the {PAIRED!r} row (paired_steps)"
     )
     args = parser.parse_args(argv)
+    if args.timed < 1:
+        parser.error(f"--timed {args.timed}: time at least one pass after the first")
     spec = environment.from_environment({})
     torch.set_num_threads(devices.threads_per_rank(spec, devices.available_cores()))
     settle_vector_math()

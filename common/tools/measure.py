@@ -150,6 +150,11 @@ def launched(
             )
         records = metrics.read_records(Path(out) / "bench" / METRICS_FILENAME)
         epochs = [record for record in records if isinstance(record, Epoch)][1:]
+        if not epochs:
+            raise RuntimeError(
+                f"{framework} {strategy}/{pipeline} recorded {len(epochs) + 1} epoch(s) of "
+                f"{1 + timed}: nothing after its first to time"
+            )
         speed, figures = _median_epoch(epochs)
         return speed, {**figures, "timed_epochs": float(len(epochs))}
 

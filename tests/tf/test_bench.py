@@ -107,3 +107,9 @@ def test_the_plain_loops_figure_is_the_median_of_its_timed_passes(side):
     passes = said["passes"]["plain loop"]
     assert len(passes) == 3 and all(speed > 0 for speed in passes)
     assert said["samples_per_s"]["plain loop"] == statistics.median(passes)
+
+
+def test_a_plain_loop_with_no_timed_pass_is_refused():
+    command = [sys.executable, "-m", "torch_impl.bench", "--timed", "0"]
+    done = subprocess.run(command, **RUN)
+    assert done.returncode == 2 and "--timed 0: time at least one pass" in done.stderr
