@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from common.core.config import config_io
+from common.core.run import own_temp
 from common.launch import environment
 from tf_impl import dist
 from tf_impl.model import build_model
@@ -63,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
+    own_temp.take()  # AutoGraph's files, which os._exit would leave (common.core.run.own_temp)
     cfg = config_io.load_config(None, ["model.name=mlp", f"model.hidden=[{args.hidden}]"])
     info = dist.setup_distributed(cfg, environment.from_environment())
     with info.distribution.scope():
@@ -117,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     dist.leave_together(info, cfg.dist.timeout_s)
     shutil.rmtree(folder, ignore_errors=True)
     sys.stdout.flush()
+    own_temp.give_back()
     os._exit(0)  # as tf_impl.train: the strategy's teardown stalls for tens of seconds
 
 

@@ -36,6 +36,7 @@ import numpy as np
 import tensorflow as tf
 
 from common.core.config import config_io
+from common.core.run import own_temp
 from common.launch import environment
 from tf_impl import dist
 from tf_impl.checkpoint import save_checkpoint
@@ -154,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", default="vote", choices=["vote", "sigterm", "watcher"])
     parser.add_argument("--signal-at", type=int, default=20)
     args = parser.parse_args(argv)
+    own_temp.take()  # AutoGraph's files, which os._exit would leave (common.core.run.own_temp)
     with tempfile.TemporaryDirectory(prefix="preemption-bench-") as scratch:
         bench = Bench(args, Path(scratch))
         for way in WAYS:  # traces and warm-up
@@ -181,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         dist.leave_together(bench.info, 60)
     sys.stdout.flush()
+    own_temp.give_back()
     os._exit(0)  # as tf_impl.train: the strategy's teardown stalls for tens of seconds
 
 

@@ -17,6 +17,7 @@ import time
 import tensorflow as tf
 
 from common.core.config import config_io, strategies
+from common.core.run import own_temp
 from common.launch import environment
 from common.tools import preflight
 from tf_impl import dist
@@ -61,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
     parser.add_argument("--tf32", action="store_true", help="dist.tf32=true")
     args = parser.parse_args(argv)
+    own_temp.take()  # AutoGraph's files, which os._exit would leave (common.core.run.own_temp)
     overrides = [f"dist.device={args.device}", f"dist.tf32={str(args.tf32).lower()}"]
     try:
         cfg = config_io.load_config(None, overrides)
@@ -85,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     dist.leave_together(info, cfg.dist.timeout_s)
     sys.stdout.flush()
+    own_temp.give_back()
     os._exit(0)  # as tf_impl.train: the strategy's teardown stalls for tens of seconds
 
 

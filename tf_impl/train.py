@@ -281,6 +281,7 @@ SIDE = main_body.Side(
     trainer=TfTrainer,
     # The peers did not come: the rendezvous, or TensorFlow's coordination service, gave up.
     startup_errors=(RendezvousError, RuntimeError, tf.errors.OpError),
+    own_temp_folder=True,  # AutoGraph's files: an atexit handler removes them, os._exit skips it
 )
 
 

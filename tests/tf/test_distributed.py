@@ -159,6 +159,16 @@ def test_bad_options_fail_before_anything_starts(run_tf):
     assert "does not split evenly over 2 ranks" in done.stdout
 
 
+def test_a_run_leaves_nothing_in_the_temporary_folder(run_tf, tmp_path):
+    """AutoGraph writes each function it converts to a file in the temporary folder and removes
+    it at exit from an atexit handler, which the program's os._exit skips: every run left eight
+    __autograph_generated_file*.py in /tmp. A TMPDIR of its own also starts the run cold."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    run_tf("tidy", 0, "train.epochs=1", env={"TMPDIR": str(scratch)})
+    assert sorted(path.name for path in scratch.iterdir()) == []
+
+
 def test_the_tf_side_imports_no_torch():
     probe = "import sys, tf_impl.train; print([m for m in ('torch',) if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

@@ -19,6 +19,8 @@ import signal
 import threading
 from collections.abc import Callable
 
+from common.core.run import own_temp
+
 GRACE_S = 2.0  # inside SLURM's KillWait (30 s by default; 5 s on the test cluster)
 STOPS = (signal.SIGTERM, signal.SIGINT)
 
@@ -67,4 +69,5 @@ class LastWords:
                 return  # the main thread is writing run_end itself: let it finish
         except Exception:  # noqa: BLE001 - leaving anyway; nothing else may be done here
             pass
+        own_temp.give_back()
         os._exit(128 + self.signum)

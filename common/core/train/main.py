@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 from common.core.config import cli, devices
 from common.core.config.config import Config
 from common.core.config.config_io import config_from_args
-from common.core.run import live_tensorboard
+from common.core.run import live_tensorboard, own_temp
 from common.core.train import killed_rank, loop
 from common.core.train.contract import Trainer
 from common.data import mnist
@@ -39,6 +39,10 @@ class Side:
     """The Trainer of a set-up rank."""
     startup_errors: tuple[type[BaseException], ...]
     """What a start-up that did not complete raises (peers that never came): exit 1."""
+    own_temp_folder: bool = False
+    """Whether the process writes its temporary files into a folder of its own that leaving
+    removes (`common.core.run.own_temp`): TensorFlow's, whose AutoGraph files only an atexit
+    handler removes."""
 
 
 def check_launch(cfg: Config, world_size: int, max_restarts: int = 0) -> None:
@@ -94,6 +98,8 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None 
     """Train as the command line and the launch say; leave with the run's exit code: 0, 2 for
     a launch refused before anything started, 1 for a start-up that did not complete, else the
     driver's (`common.core.train.loop`)."""
+    if side.own_temp_folder:
+        own_temp.take()
     args, options = cli.parse_train_args(prog, description, argv)
     try:
         spec = environment.from_environment()
@@ -124,7 +130,9 @@ def _leave(code: int) -> NoReturn:
     GIL (a deadlock seen once in a sweep; py-spy: ~Reducer -> ~ProcessGroupGloo ->
     thread::join). TensorFlow's strategy teardown (gRPC server, coordination service
     heartbeats, tf.data threads of distributed iterators) stalled workers 34-100 s after their
-    work was done."""
+    work was done. Leaving runs no atexit handler, so the process's own temporary folder is
+    removed here."""
+    own_temp.give_back()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
