@@ -20,7 +20,6 @@ pass]}, and with --paired "paired": {"suite's step, paired": plain step / the su
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import statistics
@@ -34,8 +33,8 @@ from common.core.config import config_io, devices
 from common.core.measure.clocks import HostStepClock, in_turn
 from common.data import mnist
 from common.launch import environment
-from common.models import zoo
 from common.report.harness_ratio import PAIRED
+from common.tools import measure
 from common.tools.measure import cell_settings
 from tf_impl import dist
 from tf_impl.model import build_model
@@ -142,21 +141,7 @@ def plain_loop(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tf_impl.bench", description=__doc__)
-    parser.add_argument("--model", default="mlp", choices=sorted(zoo.MODELS))
-    parser.add_argument("--train-limit", type=int, default=6400)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
-    parser.add_argument(
-        "--timed", type=int, default=1, help="the plain loop's passes timed after its first"
-    )
-    parser.add_argument(
-        "--paired", action="store_true", help=f"also the {PAIRED!r} row (paired_steps)"
-    )
-    args = parser.parse_args(argv)
-    if args.timed < 1:
-        parser.error(f"--timed {args.timed}: time at least one pass after the first")
+    parser, args = measure.baseline_arguments("python -m tf_impl.bench", __doc__, argv)
     # the device, threads and strategy of a launched run (one worker), before any op
     cfg = config_io.load_config(None, [f"dist.device={args.device}"])
     try:

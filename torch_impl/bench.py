@@ -24,7 +24,6 @@ step, paired": plain step / suite's step}}.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
@@ -38,8 +37,8 @@ from common.core.measure.clocks import HostStepClock, in_turn
 from common.data import mnist
 from common.launch import environment
 from common.launch.cluster import ClusterSpec
-from common.models import zoo
 from common.report.harness_ratio import PAIRED
+from common.tools import measure
 from common.tools.measure import cell_settings
 from torch_impl import dist
 from torch_impl.data import MnistImages
@@ -173,21 +172,7 @@ def seed_style_loop(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torch_impl.bench", description=__doc__)
-    parser.add_argument("--model", default="mlp", choices=sorted(zoo.MODELS))
-    parser.add_argument("--train-limit", type=int, default=6400)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
-    parser.add_argument(
-        "--timed", type=int, default=1, help="the plain loop's passes timed after its first"
-    )
-    parser.add_argument(
-        "--paired", action="store_true", help=f"also the {PAIRED!r} row (paired_steps)"
-    )
-    args = parser.parse_args(argv)
-    if args.timed < 1:
-        parser.error(f"--timed {args.timed}: time at least one pass after the first")
+    parser, args = measure.baseline_arguments("python -m torch_impl.bench", __doc__, argv)
     spec = environment.from_environment({})
     torch.set_num_threads(devices.threads_per_rank(spec, devices.available_cores()))
     settle_vector_math()

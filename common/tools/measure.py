@@ -3,6 +3,7 @@ of their own, a real launch of its training program, or what a progress line cos
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import os
@@ -17,6 +18,8 @@ from common.core.records import metrics
 from common.core.records.records import METRICS_FILENAME, Epoch
 from common.core.train.progress import TERMINAL_EVERY_S, Progress
 from common.data import mnist
+from common.models import zoo
+from common.report.harness_ratio import PAIRED
 from common.tools import programs
 
 BATCH = 64
@@ -47,6 +50,29 @@ def in_tree(root: Path | None) -> dict[str, Any]:
     data = Path(os.environ.get("MNIST_DIR") or mnist.DEFAULT_DIR).resolve()
     env = {**os.environ, "PYTHONPATH": str(root), "MNIST_DIR": str(data)}
     return {"cwd": root, "env": env}
+
+
+def baseline_arguments(
+    prog: str, description: str | None, argv: list[str] | None
+) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """The command line of both frameworks' baselines (`torch_impl.bench`, `tf_impl.bench`),
+    parsed and checked: (the parser, for errors found later, such as the device; the args)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--model", default="mlp", choices=sorted(zoo.MODELS))
+    parser.add_argument("--train-limit", type=int, default=6400)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
+    parser.add_argument(
+        "--timed", type=int, default=1, help="the plain loop's passes timed after its first"
+    )
+    parser.add_argument(
+        "--paired", action="store_true", help=f"also the {PAIRED!r} row (paired_steps)"
+    )
+    args = parser.parse_args(argv)
+    if args.timed < 1:
+        parser.error(f"--timed {args.timed}: time at least one pass after the first")
+    return parser, args
 
 
 def baselines(
@@ -149,10 +175,11 @@ def launched(
                 f"{framework} {strategy}/{pipeline} failed (exit {done.returncode}):{_tails(done)}"
             )
         records = metrics.read_records(Path(out) / "bench" / METRICS_FILENAME)
-        epochs = [record for record in records if isinstance(record, Epoch)][1:]
+        recorded = [record for record in records if isinstance(record, Epoch)]
+        epochs = recorded[1:]
         if not epochs:
             raise RuntimeError(
-                f"{framework} {strategy}/{pipeline} recorded {len(epochs) + 1} epoch(s) of "
+                f"{framework} {strategy}/{pipeline} recorded {len(recorded)} epoch(s) of "
                 f"{1 + timed}: nothing after its first to time"
             )
         speed, figures = _median_epoch(epochs)

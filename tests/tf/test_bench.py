@@ -109,7 +109,24 @@ def test_the_plain_loops_figure_is_the_median_of_its_timed_passes(side):
     assert said["samples_per_s"]["plain loop"] == statistics.median(passes)
 
 
-def test_a_plain_loop_with_no_timed_pass_is_refused():
-    command = [sys.executable, "-m", "torch_impl.bench", "--timed", "0"]
+@pytest.mark.parametrize("module", ["torch_impl.bench", "tf_impl.bench"])
+def test_a_plain_loop_with_no_timed_pass_is_refused(module):
+    command = [sys.executable, "-m", module, "--timed", "0"]
     done = subprocess.run(command, **RUN)
     assert done.returncode == 2 and "--timed 0: time at least one pass" in done.stderr
+
+
+def test_a_launch_that_records_only_its_first_epoch_is_refused():
+    from common.tools import measure
+
+    with pytest.raises(RuntimeError, match=r"recorded 1 epoch\(s\) of 3: nothing after its first"):
+        measure.launched(
+            "torch",
+            "single",
+            model_name="mlp",
+            pipeline="tensor",
+            nproc=1,
+            limit=640,
+            timed=2,
+            extra=("train.epochs=1",),
+        )
