@@ -271,6 +271,13 @@ def prepare(cfg: Config, spec: ClusterSpec) -> Config:
             f"output.profile_steps={profiled}: {step_profile.UNSAFE}; trace "
             f"{cfg.model.name} on torch, or with one worker, or trace the MLP or the CNN"
         )
+    if cfg.output.split_steps > 1:
+        raise ValueError(
+            f"output.split_steps={cfg.output.split_steps}: TensorFlow profiles one step for the "
+            "split (each profiled step is a profiler session and an xprof read of its own, and "
+            "more sessions in one process have crashed it, docs/performance.md); use "
+            "output.split_steps=1, or run torch"
+        )
     return cfg
 
 

@@ -10,6 +10,8 @@ import pytest
 from common.core.config import config_io
 from common.core.config.cli import RunOptions
 from common.core.measure import clocks
+from common.core.measure.traffic import Call
+from common.core.records.entries import StepSplit
 from common.core.run import stop_signals
 from common.core.train import loop
 from tests.numpy_trainer import NumpyTrainer, driven
@@ -208,3 +210,49 @@ def test_calls_group_the_steps_and_leave_the_counted_step_alone():
     assert list(calls(10, 4, alone=1)) == [(0, 1), (1, 1), (2, 4), (6, 4)]
     assert list(calls(3, 1, alone=1)) == [(0, 1), (1, 1), (2, 1)]
     assert list(calls(1, 8, alone=0)) == [(0, 1)]
+    # output.split_steps=3: the counted step and the two after it are profiled, a call each
+    assert list(calls(10, 4, alone=1, apart=3)) == [(0, 1), (1, 1), (2, 1), (3, 1), (4, 4), (8, 2)]
+
+
+class Profiled(NumpyTrainer):
+    """Each counted call's split as a profiler would give it: wall times from `walls`."""
+
+    def __init__(self, walls):
+        super().__init__()
+        self.walls, self.profiled = list(walls), []
+
+    def count_calls(self, work):
+        result = work()
+        wall = self.walls[len(self.profiled)]
+        self.profiled.append(
+            StepSplit(
+                compute_s=wall / 4, optimizer_s=0.0, framework_s=0.0, collectives_s=wall / 2,
+                wall_s=wall, source="a test's",
+            )
+        )  # fmt: skip
+        return result, [Call("all_reduce", 64, 2)] * len(self.profiled)
+
+    def step_split(self):
+        return self.profiled[-1]
+
+
+@pytest.mark.parametrize(
+    ("split_steps", "walls", "kept"), [(1, [0.5], 0.5), (3, [0.5, 0.1, 0.3], 0.3)]
+)
+def test_the_epoch_keeps_the_split_of_the_median_profiled_step(split_steps, walls, kept):
+    """One profiled step is one noisy sample (a core lent away stretches it): with
+    output.split_steps=N the counted step and the N - 1 after it are profiled, the calls of the
+    first alone are counted, and the split of the step of median wall time is kept."""
+    from common.core.train.epoch import train_epoch
+    from common.core.train.progress import Progress
+
+    cfg = config_io.load_config(None, [f"output.split_steps={split_steps}"])
+    trainer = Profiled(walls)
+    trainer.build()
+    counted = []
+    quiet = Progress(enabled=False, epochs=1, steps_per_epoch=4, global_batch=16)
+    result = train_epoch(cfg, trainer, 0, None, quiet, counted)
+    assert len(trainer.profiled) == split_steps
+    assert result.step_split is not None and result.step_split.wall_s == kept
+    assert counted == [Call("all_reduce", 64, 2)]  # the first profiled step's calls only
+    assert result.steps == 4 and trainer.steps_taken == 4

@@ -89,3 +89,15 @@ def test_tracing_a_forward_that_all_reduces_is_refused_with_one_line(tmp_path):
     assert done.returncode == 2, done.stdout + done.stderr
     assert "output.profile_steps=3: TensorFlow's profiler corrupted the heap" in done.stdout
     assert not list(tmp_path.iterdir())  # refused before any run folder
+
+
+def test_more_than_one_profiled_step_for_the_split_is_refused(tmp_path):
+    """output.split_steps is torch's: each TensorFlow profiled step is a profiler session."""
+    command = [
+        *[sys.executable, "-m", "tf_impl.train", "--config", "configs/mlp_adam.yaml"],
+        *["--set", "output.split_steps=3", "--set", f"output.dir={tmp_path}", "--quiet"],
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "output.split_steps=3: TensorFlow profiles one step" in done.stdout + done.stderr
+    assert not list(tmp_path.iterdir())  # refused before any run folder

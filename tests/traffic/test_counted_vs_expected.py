@@ -15,10 +15,10 @@ SETTINGS = ["data.train_limit=640", "data.test_limit=200", "train.epochs=1"]
 CASES = {
     "torch ddp": ("torch_impl.train", 2, ["torch.strategy=ddp"]),
     "torch fsdp2": ("torch_impl.train", 2, ["torch.strategy=fsdp2"]),
-    "torch fsdp2 shard_grad_op": (
+    "torch fsdp2 shard_grad_op": (  # 3 steps profiled for the split: one step's calls counted
         "torch_impl.train",
         2,
-        ["torch.strategy=fsdp2", "torch.sharding=shard_grad_op"],
+        ["torch.strategy=fsdp2", "torch.sharding=shard_grad_op", "output.split_steps=3"],
     ),
     "torch fsdp2 size units": ("torch_impl.train", 2, ["torch.strategy=fsdp2", "torch.wrap=size"]),
     "torch fsdp1": ("torch_impl.train", 2, ["torch.strategy=fsdp1"]),

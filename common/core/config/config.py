@@ -237,6 +237,12 @@ class OutputConfig(Section):
     """Trace this many steps of each launch's first epoch on every rank, with the framework's
     profiler, into the run folder's traces/ (torch: a Chrome trace per rank; TensorFlow: an
     XSpace per rank for TensorBoard's Profile tab); 0: none."""
+    split_steps: Annotated[StrictInt, Field(ge=1)] = 1
+    """Steps profiled for the step split (each epoch record's step_split, multi-rank runs on
+    the CPU) in each launch's first epoch, from its second step, each a call of its own; the
+    split of the one of median wall time is recorded. One step is one sample of a noisy clock
+    (a core lent away, a peer late); each more step costs its profiler's processing. torch
+    only: TensorFlow profiles one."""
 
 
 class Config(Section):

@@ -146,6 +146,7 @@ ADDED_KEYS = {
     "output.profile_steps": 0,
     "train.accumulation_steps": 1,
     "model.activation_checkpointing": "none",
+    "output.split_steps": 1,
 }
 
 

@@ -217,10 +217,11 @@ class Epoch(Fields):
         nullable=True,
     )
     step_split: StepSplit | None = doc(
-        "where the time of the step whose traffic was counted went (the framework's profiler): "
-        "math, the sharding wrapper's work and collectives, which the projection scales apart; "
-        "the same in every epoch record of the launch; null for one process, on a GPU (its "
-        "kernels run beside the host's profile) and on TensorFlow",
+        "where the time of the step whose traffic was counted went (the framework's profiler; "
+        "with output.split_steps=N, torch, the one of median wall time among it and the N - 1 "
+        "after it): math, the sharding wrapper's work and collectives, which the projection "
+        "scales apart; the same in every epoch record of the launch; null for one process and "
+        "on a GPU (its kernels run beside the host's profile)",
         added=True,
         nullable=True,
     )

@@ -78,6 +78,8 @@ class EpochResult:
     lr: float
     """The learning rate of the epoch's last step."""
     steps: int
+    step_split: StepSplit | None = None
+    """Where a profiled step's time went (the median of those profiled; None: none was)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

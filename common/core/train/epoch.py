@@ -15,6 +15,7 @@ import numpy as np
 
 from common.core.config.config import Config
 from common.core.measure.traffic import Call
+from common.core.records.entries import StepSplit
 from common.core.records.records import Step
 from common.core.run import recorder
 from common.core.run.lifecycle import Run
@@ -40,9 +41,12 @@ def train_epoch(
 ) -> recorder.EpochResult:
     """Train one epoch (0-based) under the train clock; the clock pauses for step records,
     progress lines and `mid`'s checkpoints. `counted` collects the collectives of the second
-    step this launch takes in it. A resumed epoch starts at `start_step`, this rank's loss sum
-    of the earlier steps `carried`. `traces` traces the calls after the counted one (after the
-    first, when none is counted) until it has its steps."""
+    step this launch takes in it; that step and the `output.split_steps` - 1 after it are
+    profiled, each a call of its own, and the result's `step_split` is the split of the one of
+    median wall time (one profiled step is one sample of a noisy clock). A resumed epoch starts
+    at `start_step`, this rank's loss sum of the earlier steps `carried`. `traces` traces the
+    calls after the profiled ones (after the first, when none is profiled) until it has its
+    steps."""
     steps = trainer.steps_per_epoch
     every = cfg.train.log_every_steps
     losses: list[SupportsFloat] = []
@@ -58,13 +62,16 @@ def train_epoch(
     # past the first step's set-up
     alone = start_step + min(1, steps - start_step - 1) if counted is not None else None
     cuts = mid.cuts(epoch) if mid is not None else []
+    apart = min(cfg.output.split_steps, steps - alone) if alone is not None else 0
+    splits: list[StepSplit] = []
     # checkpoints or stops inside this epoch: else no call of `mid` between the steps
     acting = mid if mid is not None and (mid.every or cuts) else None
     progress.start_epoch(start_step)
     start = time.perf_counter()
     clock.step_started()
-    set_up = alone if alone is not None else start_step  # the last call a trace leaves out
-    for first, count in calls(steps, cfg.train.steps_per_call, alone, start_step, cuts):
+    # the last call a trace leaves out: its profiler and the split's must not overlap
+    set_up = alone + apart - 1 if alone is not None else start_step
+    for first, count in calls(steps, cfg.train.steps_per_call, alone, start_step, cuts, apart):
         if traces is not None and first > set_up:
             traces.before_call()
         taken = [next(batches) for _ in range(count)]
@@ -72,11 +79,15 @@ def train_epoch(
             learning_rate(cfg.optim, epoch, first + i, steps, cfg.train.epochs)
             for i in range(count)
         ]
-        if first == alone and counted is not None:
+        if alone is not None and counted is not None and alone <= first < alone + apart:
             loss, calls_made = trainer.count_calls(
                 functools.partial(trainer.train_step, taken[0], lrs[0])
             )
-            counted += calls_made
+            if first == alone:
+                counted += calls_made
+            split = trainer.step_split()
+            if split is not None:
+                splits.append(split)
             done = [loss]
         elif count == 1:
             done = [trainer.train_step(taken[0], lrs[0])]
@@ -113,8 +124,14 @@ def train_epoch(
     total = trainer.all_reduce_sum(np.array([_running_sum(carried, losses)]))[0]
     step_times = clock.step_times(train_time)
     trained = steps - start_step
+    ordered = sorted(splits, key=lambda split: split.wall_s)
     return recorder.EpochResult(
-        loss=float(total) / steps, time_s=train_time, step_times=step_times, lr=lr, steps=trained
+        loss=float(total) / steps,
+        time_s=train_time,
+        step_times=step_times,
+        lr=lr,
+        steps=trained,
+        step_split=ordered[len(ordered) // 2] if ordered else None,
     )
 
 
@@ -133,17 +150,18 @@ def calls(
     alone: int | None = None,
     start: int = 0,
     cuts: list[int] | None = None,
+    apart: int = 1,
 ) -> Iterator[tuple[int, int]]:
     """(first step, steps) of each call into the framework in an epoch of `steps`, from step
     `start`: `per_call` steps a call, the epoch's last call what is left, a call ending after
     each of `cuts` steps (where a checkpoint falls), and step `alone` (the one whose
-    collectives are counted) a call of its own."""
+    collectives are counted) and the `apart` - 1 after it (profiled) a call of its own each."""
     first = start
     while first < steps:
         end = min([first + per_call, steps, *(cut for cut in cuts or [] if cut > first)])
         if alone is not None and first < alone < end:
             end = alone
-        elif first == alone:
+        elif alone is not None and alone <= first < alone + apart:
             end = first + 1
         yield first, end - first
         first = end

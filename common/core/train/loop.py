@@ -66,7 +66,7 @@ def train_epochs(
     loop_start = time.perf_counter()
     reprobed = False
     sent: list[TrafficEntry] | None = None  # counted in the launch's first epoch
-    split: StepSplit | None = None  # of the step whose traffic was counted
+    split: StepSplit | None = None  # the median of the steps profiled in the counted epoch
     mid = MidEpoch(
         cfg, trainer, run, options, stops, lambda: elapsed_before + time.perf_counter() - loop_start
     )
@@ -99,7 +99,7 @@ def train_epochs(
         trainer.synchronize()
         eval_start = time.perf_counter()
         if train_calls is not None:
-            split = trainer.step_split()  # before the evaluation is counted in turn
+            split = trained.step_split  # the median of the steps profiled
             (val_loss, val_accuracy), eval_calls = trainer.count_calls(trainer.evaluate)
             eval_s = time.perf_counter() - eval_start
             units = trainer.traffic_units()
