@@ -1,6 +1,10 @@
 """A training process's own temporary folder (common.core.run.own_temp): what TensorFlow's
 AutoGraph writes there is gone when the process leaves by os._exit."""
 
+import os
+import socket
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -30,3 +34,34 @@ def test_a_process_that_took_none_gives_none_back(tmp_path, monkeypatch):
     (tmp_path / "someone-elses").mkdir()
     own_temp.give_back()
     assert [path.name for path in tmp_path.iterdir()] == ["someone-elses"]
+
+
+def test_taking_a_folder_removes_those_of_killed_processes_and_no_other(tmp_path, monkeypatch):
+    """A SIGKILLed rank leaves its folder; the next process to take one removes it, and leaves
+    a running process's, another host's or container's, and what is not a rank's folder."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True,
+                          capture_output=True, text=True)  # fmt: skip
+    gone = int(done.stdout)  # a process that no longer runs
+    host, namespace = socket.gethostname(), os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    ours = f"suite-rank-{host}-{namespace}-"
+    assert own_temp._prefix() == ours
+    left = tmp_path / f"{ours}{gone}-k1ll3d_x"
+    (left / "__pycache__").mkdir(parents=True)
+    (left / "__autograph_generated_fileabc.py").write_text("# a killed rank's")
+    kept = [
+        f"{ours}{os.getppid()}-running",  # a process that runs
+        f"suite-rank-another-host-{namespace}-{gone}-abcdefgh",  # a shared TMPDIR's other host
+        f"suite-rank-{host}-1234-{gone}-abcdefgh",  # another container's pid namespace
+        f"{ours}{gone}",  # not a name mkdtemp gives
+        "someone-elses",
+    ]
+    for name in kept:
+        (tmp_path / name).mkdir()
+    folder = Path(own_temp.take())
+    try:
+        assert not left.exists()
+        assert sorted(path.name for path in tmp_path.iterdir()) == sorted([*kept, folder.name])
+    finally:
+        own_temp.give_back()

@@ -7,7 +7,9 @@ the temporary folder and removes it from an atexit handler
 `__autograph_generated_file*.py` files (eight for a plain run) in /tmp, thousands over a sweep
 or a test session. The TensorFlow side takes a folder of its own under the temporary folder
 (TMPDIR, else /tmp) for what the process writes there, and leaving removes it. A process killed
-outright (SIGKILL) leaves that one folder, named after its pid.
+outright (SIGKILL) leaves that one folder, named after its host, its pid namespace and its pid;
+the next process on that host and namespace that takes a folder removes those of processes that
+no longer run (a folder whose pid runs again, or another host's or container's, stays).
 
 torch's side keeps the shared temporary folder: Inductor's and Triton's compile caches live
 there (torchinductor_<user>), and they are meant to outlive a run.
@@ -18,19 +20,62 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import socket
 import tempfile
 
 _taken: str | None = None
 
 
+def _prefix() -> str | None:
+    """The start of the names of this host's and pid namespace's folders (the pid follows);
+    None where the namespace cannot be read (no /proc): then nothing is swept."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    except OSError:
+        return None
+    return f"suite-rank-{socket.gethostname()}-{namespace}-"
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def sweep(folder: str) -> list[str]:
+    """Remove the folders in `folder` that processes of this host and pid namespace took and
+    left without removing (killed outright); return their names."""
+    prefix = _prefix()
+    if prefix is None:
+        return []
+    removed = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            pid, _, rest = entry.name.removeprefix(prefix).partition("-")
+            if not entry.name.startswith(prefix) or not pid.isdigit() or not rest:
+                continue
+            if int(pid) != os.getpid() and not _running(int(pid)):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed.append(entry.name)
+    return removed
+
+
 def take() -> str:
     """Point `tempfile` at a new folder of this process's own, under TMPDIR (read now: a rank
-    forked from a warm process may have another TMPDIR than its parent had); return it. A
-    process that ends without `os._exit` removes it at exit."""
+    forked from a warm process may have another TMPDIR than its parent had), the folders that
+    killed processes left there removed first (`sweep`); return it. A process that ends
+    without `os._exit` removes it at exit."""
     global _taken
     if _taken is None:
         tempfile.tempdir = None  # read TMPDIR again
-        _taken = tempfile.mkdtemp(prefix=f"suite-rank-{os.getpid()}-")
+        shared = tempfile.gettempdir()
+        sweep(shared)
+        named = _prefix() or "suite-rank-"
+        _taken = tempfile.mkdtemp(prefix=f"{named}{os.getpid()}-", dir=shared)
         tempfile.tempdir = _taken
         atexit.register(give_back)
     return _taken
