@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 import socket
+import sys
 from pathlib import Path
 
 
@@ -65,25 +66,61 @@ def slurm_port_base(
     return first + ((number * 7 + step) % windows) * PORT_SPAN
 
 
+# Windows this process chose, each held by an abstract Unix socket of its name until the process
+# ends (`_claim`), so that no other launch on the host chooses them meanwhile.
+_held: list[socket.socket] = []
+
+
+def _claim(base: int, span: int) -> list[socket.socket] | None:
+    """Hold the window of `span` ports at `base` against every other process of this host's
+    network namespace that chooses ports here: an abstract Unix socket per PORT_SPAN ports,
+    bound until closed or until this process ends (the kernel lets it go then, however the
+    process ends). None where another process holds one; no sockets where there are no
+    abstract sockets (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return []
+    taken: list[socket.socket] = []
+    for block in range(base, base + span, PORT_SPAN):
+        held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        taken.append(held)
+        try:
+            held.bind(f"\0suite-ports-{block}")
+        except OSError:
+            for other in taken:
+                other.close()
+            return None
+    return taken
+
+
 def free_ports(count: int) -> list[int]:
     """`count` consecutive TCP ports, outside the ephemeral range, that nothing on this host held
-    a moment ago (a window from a random start, so that launches starting together differ).
+    a moment ago and that no other launch on it has chosen while it runs (a window from a
+    random start, held by this process until it ends: `_claim`).
 
     A port the kernel hands out for bind(0) is an ephemeral one: between the choice and the
     chief's listen, any outgoing connection on the host may take it as its source port (a
-    clean clone's make test once failed so, its rendezvous port held by a peer's connection)."""
+    clean clone's make test once failed so, its rendezvous port held by a peer's connection).
+    And a window free a moment ago may be another launch's, chosen the same moment and not
+    yet listened on: a clean clone's make test once failed with its chief's rendezvous port
+    in use, most likely so (its two workers launch all the time; nothing else listens there)."""
     first, windows = port_windows(ephemeral_range())
     span = -(-count // PORT_SPAN) * PORT_SPAN  # whole windows
     windows = windows * PORT_SPAN // span
     start = secrets.randbelow(windows) if windows else 0
     for window in (*range(start, windows), *range(start)):
         base = first + window * span
+        claimed = _claim(base, span)
+        if claimed is None:
+            continue  # another launch on this host chose it
         probes = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
         try:
             for offset, probe in enumerate(probes):
                 probe.bind(("", base + offset))
+            _held.extend(claimed)
             return [base + offset for offset in range(count)]
         except OSError:
+            for held in claimed:
+                held.close()
             continue
         finally:
             for probe in probes:
