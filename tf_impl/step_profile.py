@@ -42,6 +42,11 @@ T = TypeVar("T")
 INPUT_OPS = ("IteratorGetNext", "IteratorGetNextSync", "OptionalGetValue")
 GATHERS = ("GatherV2", "ResourceGather")
 READ_TIMEOUT_S = 120
+# A collective ends in its done callback on the executor's thread, which may run after the step
+# has returned to Python: a profiler stopped at once lost the collective's op (CollectiveReduceV2)
+# now and then, and the split read 0 s of collectives (docs/performance.md). The profiler stays
+# on this long after the step; wall_s leaves it out.
+SETTLE_S = 0.1
 SOURCE = "TensorFlow profiler via xprof, CPU (self time of each op)"
 PARTS = ("compute", "optimizer", "input", "collectives")
 _warned: list[str] = []
@@ -105,6 +110,7 @@ def profiled(work: Callable[[], T], scopes: tuple[str, ...]) -> tuple[T, StepSpl
             start = time.perf_counter()
             result = work()
             wall_s = time.perf_counter() - start
+            time.sleep(SETTLE_S)  # the collective's last events, after the step returned
         finally:
             tf.profiler.experimental.stop()
         written = sorted(folder.glob("plugins/profile/*/*.xplane.pb"))  # one profile
