@@ -271,12 +271,10 @@ def prepare(cfg: Config, spec: ClusterSpec) -> Config:
             f"output.profile_steps={profiled}: {step_profile.UNSAFE}; trace "
             f"{cfg.model.name} on torch, or with one worker, or trace the MLP or the CNN"
         )
-    if cfg.output.split_steps > 1:
+    if cfg.output.split_steps > 1:  # each a profiler session: more have crashed TensorFlow
         raise ValueError(
             f"output.split_steps={cfg.output.split_steps}: TensorFlow profiles one step for the "
-            "split (each profiled step is a profiler session and an xprof read of its own, and "
-            "more sessions in one process have crashed it, docs/performance.md); use "
-            "output.split_steps=1, or run torch"
+            "split (docs/performance.md); use output.split_steps=1, or run torch"
         )
     return cfg
 
