@@ -11,14 +11,19 @@ with the two things a preemptible job needs that torchrun does not do.
   agent exits 75 too, instead of torchrun's 1 for any failed rank, so the job requeues itself.
 - When a rank failed and the run has no run_end (its chief was killed), the agent writes it,
   naming the rank that failed first and how (`common.core.run.run_end`).
+- Without `--log-dir`, `--redirects` or `--tee`, torchrun's log folder (`/tmp/torchelastic_*`)
+  holds only the ranks' error files, read when they fail, and torchrun never removes it: one
+  folder a job on every node. The agent removes it when torchrun returns.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 from pathlib import Path
 
 from common.core.run import run_end
@@ -52,8 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    made = None
+    if args.log_dir is None and args.redirects == "0" and args.tee == "0":
+        made = args.log_dir = tempfile.mkdtemp(prefix="torchelastic_")
     try:
-        run(parse_args(sys.argv[1:] if argv is None else argv))
+        run(args)
     except ChildFailedError as failed:
         codes = {failure.exitcode for failure in failed.failures.values()}
         if codes == {PREEMPTED_EXIT}:
@@ -69,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         error = f"rank {rank} {how} (pid {first.pid} on {socket.gethostname()}; seen by torchrun)"
         run_end.main(["--note", note, "--error", error])
         raise
+    finally:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
     return 0
 
 

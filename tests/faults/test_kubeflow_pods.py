@@ -15,6 +15,7 @@ from common.launch.ports import free_ports
 from tests.launching import SMALL, runner, train_command
 
 HOSTS = Path("/etc/hosts")
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mapping pod names needs root")
 
 
@@ -113,7 +114,7 @@ def test_pytorchjob_pods_of_two_processes_under_torchrun_train_as_the_local_laun
     env |= {"PET_MASTER_ADDR": "mnist-master-0", "WORLD_SIZE": "4", "MASTER_PORT": str(port)}
     program = train_command("torch_impl.train", 0, settings, ["--quiet"])[1:]  # after python
     in_pod = pod_names({"mnist-master-0": "127.0.0.1"}, tmp_path)
-    torchrun = in_pod([sys.executable, "-m", "torch.distributed.run", *program])
+    torchrun = in_pod([*TORCHRUN, f"--log-dir={tmp_path / 'torchelastic'}", *program])
     pods([(torchrun, {**env, "PET_NODE_RANK": str(pod), "RANK": str(pod)}) for pod in (0, 1)])
     _, local = runner("torch_impl.train", tmp_path)("local", 4)
     same_losses(tmp_path / "torchrun", local)
@@ -127,7 +128,7 @@ def test_trainjob_pods_of_torch_under_torchrun_train_as_the_local_launcher(tmp_p
     env["PET_MASTER_ADDR"] = "mnist-node-0-0.mnist"
     program = train_command("torch_impl.train", 0, settings, ["--quiet"])[1:]
     in_pod = pod_names({"mnist-node-0-0.mnist": "127.0.0.1"}, tmp_path)
-    torchrun = in_pod([sys.executable, "-m", "torch.distributed.run", *program])
+    torchrun = in_pod([*TORCHRUN, f"--log-dir={tmp_path / 'torchelastic'}", *program])
     pods([(torchrun, {**env, "PET_NODE_RANK": str(node)}) for node in (0, 1)])
     start = json.loads((tmp_path / "trainjob-torch" / "metrics.jsonl").read_text().splitlines()[0])
     assert (start["launcher"], start["world_size"]) == ("torchrun", 2)

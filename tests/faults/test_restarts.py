@@ -66,7 +66,8 @@ def killed_run(launcher, module, root, name, *extra):
     """The run under `launcher` with rank 1 killed after step 15 of the first attempt."""
     settings = [f"--set={s}" for s in [*SETTINGS, f"output.dir={root}", f"output.run_name={name}"]]
     python = [] if launcher == "torchrun" else [sys.executable]  # torchrun runs -m itself
-    command = [*LAUNCHERS[launcher], *python, "-m", module, *settings, "--quiet", *extra]
+    logs = [f"--log-dir={root / 'torchelastic'}"] if launcher == "torchrun" else []  # not /tmp
+    command = [*LAUNCHERS[launcher], *logs, *python, "-m", module, *settings, "--quiet", *extra]
     env = {**os.environ, "SUITE_KILL_AT": "1:15"}
     return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
 
@@ -159,6 +160,7 @@ def test_a_node_gone_for_good_goes_on_at_the_smaller_world(tmp_path, uninterrupt
         *[sys.executable, "-m", "torch.distributed.run", "--nnodes", "1:2", "--nproc-per-node"],
         *["1", "--max-restarts", "1", "--rdzv-backend", "c10d", "--rdzv-id", "gone"],
         *["--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-conf", "last_call_timeout=5"],
+        f"--log-dir={tmp_path / 'torchelastic'}",
         *["-m", "torch_impl.train", "--quiet"],
         *[f"--set={s}" for s in [*settings, f"output.dir={tmp_path}", "output.run_name=gone"]],
     ]
