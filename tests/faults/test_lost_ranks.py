@@ -90,6 +90,40 @@ def test_a_killed_chief_gets_a_run_end_naming_its_signal(module, tmp_path):
     assert end["error"].startswith(f"rank 0 was killed by SIGKILL (pid {victim} "), end["error"]
 
 
+def pending_signals(pid: int) -> int:
+    """The signals pending on process `pid`, its own and its thread group's (a mask, bit
+    signum - 1)."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return int(fields["SigPnd"], 16) | int(fields["ShdPnd"], 16)
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_a_killed_chief_is_named_first_by_a_survivor_the_launcher_stopped(module, tmp_path):
+    """The survivor did not notice the chief's death before the launcher's SIGTERM (a busy
+    machine; held here by SIGSTOP until that SIGTERM is pending): the run_end it writes for the
+    chief still starts with the launcher's word on the chief, then says who noticed. Once seen
+    as "rank 0 (...) is gone: its process ended; noticed by rank 1: stopped by signal SIGTERM
+    from the launcher: rank 0 was killed by SIGKILL (...)", under load in make test."""
+    launcher, run_dir = launched_mid_training(module, tmp_path)
+    chief, survivor = rank_pid(launcher, 0), rank_pid(launcher, 1)
+    os.kill(survivor, signal.SIGSTOP)
+    try:
+        os.kill(chief, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while not pending_signals(survivor) & 1 << (signal.SIGTERM - 1):
+            assert time.monotonic() < deadline, "the launcher never sent SIGTERM"
+            time.sleep(0.05)
+    finally:
+        os.kill(survivor, signal.SIGCONT)
+    _, stderr = launcher.communicate(timeout=120)
+    assert launcher.returncode == 128 + 9, stderr
+    error = one_end(run_dir)["error"]
+    assert error.startswith(f"rank 0 was killed by SIGKILL (pid {chief} "), error
+    assert error.endswith("; noticed by rank 1: stopped by signal SIGTERM from the launcher"), error
+
+
 @pytest.mark.parametrize("module", MODULES)
 def test_a_stopped_rank_is_named_and_the_chief_only_noticed_it(module, tmp_path):
     # grace 1 s, not 5: the chief has left after its collective's timeout and the stopped rank

@@ -51,9 +51,10 @@ class Stops:
     at the end of every epoch, since it may reach only some of them), and what SIGTERM or
     SIGINT meant when they came."""
 
-    def __init__(self, stop_reason_file: str = "") -> None:
+    def __init__(self, stop_reason_file: str = "", rank: int | None = None) -> None:
         self.requested = False
         self.stop_reason_file = stop_reason_file
+        self.rank = rank  # this process's rank, named as the one that noticed a peer's failure
         self.stopped: Aborted | None = None  # what SIGTERM/SIGINT raised, if they came
 
     def install(self) -> None:
@@ -86,11 +87,13 @@ class Stops:
 
     def describe(self, signum: int) -> Aborted:
         """What stopping by `signum` means: a launcher stopping the ranks because another
-        failed (its reason file says which), or a stop from outside (scancel, Ctrl-C)."""
+        failed (its reason file says which: that rank comes first, then this one, as when this
+        rank's own collective notices it), or a stop from outside (scancel, Ctrl-C)."""
         stopped = f"stopped by signal {signal.Signals(signum).name}"
         reason = self.launcher_says()
         if reason.startswith("rank "):
-            return PeerFailed(f"{stopped} from the launcher: {reason}")
+            me = "this rank" if self.rank is None else f"rank {self.rank}"
+            return PeerFailed(f"{reason}; noticed by {me}: {stopped} from the launcher")
         return Aborted(f"{stopped}: {reason}" if reason else stopped)
 
     def launcher_says(self) -> str:

@@ -216,7 +216,7 @@ class Ending:
 
     def __init__(self, cfg: Config, options: RunOptions, trainer: Trainer) -> None:
         self.cfg, self.options, self.trainer = cfg, options, trainer
-        self.stops = Stops(trainer.spec.stop_reason_file)
+        self.stops = Stops(trainer.spec.stop_reason_file, trainer.spec.rank)
         self.run: Run | None = None
 
     def stopped_while_blocked(self, signum: int) -> bool:
