@@ -9,11 +9,15 @@ MultiWorkerMirroredStrategy offers no reduce-scatter; the profile says so.
 
 from __future__ import annotations
 
+from common.projection import link_bench
+
+if __name__ == "__main__":  # --help, and a refusal, in a second: before the framework's import
+    link_bench.refuse_early("python -m tf_impl.links", __doc__, "tf", sub_groups=False)
+
 import time
 
 import tensorflow as tf
 
-from common.projection import link_bench
 from tf_impl import dist
 
 

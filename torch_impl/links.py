@@ -13,12 +13,17 @@ at once): the links within a node and across nodes, as hsdp uses them.
 
 from __future__ import annotations
 
+from common.projection import link_bench
+
+if __name__ == "__main__":  # --help, and a refusal, in a second: before the framework's import
+    link_bench.refuse_early("python -m torch_impl.links", __doc__, "torch", sub_groups=True)
+
 import time
 
 import torch
 import torch.distributed as torch_dist
 
-from common.projection import link_bench, link_profile
+from common.projection import link_profile
 from torch_impl import dist
 from torch_impl.parallel import resolve_strategy
 

@@ -83,18 +83,18 @@ class Side:
     not_measured: dict[str, str] = field(default_factory=dict)
 
 
-def group_sizes(text: str, world_size: int, side: Side) -> list[int]:
+def group_sizes(text: str, world_size: int, framework: str, sub_groups: bool) -> list[int]:
     """The sizes `--groups` names, each from 2 to below the world (the whole world is always
-    timed); ValueError naming the problem and the fix."""
+    timed), where the framework has `sub_groups`; ValueError naming the problem and the fix."""
     if not text.strip():
         return []
     try:
         sizes = sorted({int(part) for part in text.split(",")})
     except ValueError:
         raise ValueError(f"--groups {text!r}: give sizes as whole numbers, e.g. 2,4") from None
-    if side.group_timer is None:
+    if not sub_groups:
         raise ValueError(
-            f"--groups {text}: {side.framework}'s collectives run over every worker only "
+            f"--groups {text}: {framework}'s collectives run over every worker only "
             "(MultiWorkerMirroredStrategy has no sub-groups); time each size as a launch of "
             "its own"
         )
@@ -107,11 +107,11 @@ def group_sizes(text: str, world_size: int, side: Side) -> list[int]:
     return sizes
 
 
-def tiers_offered(side: Side) -> None:
-    """ValueError where the framework cannot time groups of its own (before any work)."""
-    if side.partition_timer is None:
+def tiers_offered(framework: str, sub_groups: bool) -> None:
+    """ValueError where the framework has no `sub_groups` to time (before any work)."""
+    if not sub_groups:
         raise ValueError(
-            f"--tiers: {side.framework}'s collectives run over every worker only "
+            f"--tiers: {framework}'s collectives run over every worker only "
             "(MultiWorkerMirroredStrategy has no sub-groups); measure the tiers with "
             "torch_impl.links"
         )
@@ -134,7 +134,7 @@ def tiers_fit(hosts: list[str]) -> bool:
 def tier_partitions(hosts: list[str], side: Side) -> dict[TierName, list[list[int]]]:
     """`--tiers`: the ranks of each node (intra_node) and the i-th rank of every node
     (inter_node), from every rank's host; ValueError naming the problem and the fix."""
-    tiers_offered(side)
+    tiers_offered(side.framework, side.partition_timer is not None)
     nodes = _by_node(hosts)
     if not tiers_fit(hosts):
         counts = ", ".join(f"{host}: {len(ranks)}" for host, ranks in nodes.items())
@@ -176,9 +176,7 @@ def latency_lines(profile: LinkProfile) -> list[str]:
     ]
 
 
-def main(side: Side, prog: str, description: str | None, argv: list[str] | None) -> int:
-    """One rank of a link tool (`torch_impl.links`, `tf_impl.links`): join the peers as training
-    does, time, fit, and the chief writes the profile. Exit 2 for a launch that cannot work."""
+def _arguments(prog: str, description: str | None, argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--out", required=True, help="the profile's JSON file (the chief's)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
@@ -196,21 +194,47 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
         "one rank of each node together, every such group at once (the links within a node "
         "and across nodes, as hsdp uses them)",
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def _checked(
+    args: argparse.Namespace, framework: str, sub_groups: bool
+) -> tuple[ClusterSpec, list[int]]:
+    """(this rank's spec, the --groups sizes) once every refusal that needs no framework has
+    passed; ValueError naming the problem and the fix."""
+    if args.max_bytes < SIZES[1]:
+        raise ValueError(
+            f"--max-bytes {args.max_bytes}: a fit takes two sizes at least, and the "
+            f"smallest are {SIZES[0]} and {SIZES[1]} bytes; give {SIZES[1]} or more"
+        )
+    spec = environment.from_environment()
+    if spec.world_size < 2:
+        raise ValueError("a link takes 2 ranks or more: start this under a launcher")
+    groups = group_sizes(args.groups, spec.world_size, framework, sub_groups)
+    if args.tiers:
+        tiers_offered(framework, sub_groups)
+    if spec.is_chief:  # before minutes of measuring: the profile must have a place
+        writable(Path(args.out))
+    return spec, groups
+
+
+def refuse_early(prog: str, description: str | None, framework: str, sub_groups: bool) -> None:
+    """From a link tool's `__main__`, before its framework's import: --help, and a refusal
+    (exit 2), in a second on every rank rather than after the import. Returns when the
+    arguments pass."""
     try:
-        if args.max_bytes < SIZES[1]:
-            raise ValueError(
-                f"--max-bytes {args.max_bytes}: a fit takes two sizes at least, and the "
-                f"smallest are {SIZES[0]} and {SIZES[1]} bytes; give {SIZES[1]} or more"
-            )
-        spec = environment.from_environment()
-        if spec.world_size < 2:
-            raise ValueError("a link takes 2 ranks or more: start this under a launcher")
-        groups = group_sizes(args.groups, spec.world_size, side)
-        if args.tiers:
-            tiers_offered(side)
-        if spec.is_chief:  # before minutes of measuring: the profile must have a place
-            writable(Path(args.out))
+        _checked(_arguments(prog, description, None), framework, sub_groups)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def main(side: Side, prog: str, description: str | None, argv: list[str] | None) -> int:
+    """One rank of a link tool (`torch_impl.links`, `tf_impl.links`): join the peers as training
+    does, time, fit, and the chief writes the profile. Exit 2 for a launch that cannot work."""
+    args = _arguments(prog, description, argv)
+    try:
+        spec, groups = _checked(args, side.framework, side.group_timer is not None)
         cfg = config_io.load_config(None, [f"dist.device={args.device}"])
         info = side.setup(cfg, spec)
     except ValueError as error:

@@ -2,6 +2,7 @@
 ranks into a profile that its schema (docs/link_profile.schema.json, generated) accepts."""
 
 import json
+import os
 import socket
 import subprocess
 from pathlib import Path
@@ -93,15 +94,24 @@ def test_the_link_tool_refuses_what_cannot_work_before_it_measures(case, tmp_pat
     """--max-bytes below two sizes wrote a profile that was accepted; --out under a file failed
     with a traceback after the whole measurement. Both are refused first, exit 2, one line; so
     are a group as large as the launch, groups where the framework has none, and tiers on one
-    node (refused once the ranks have met, since only then are their hosts known)."""
+    node (refused once the ranks have met, since only then are their hosts known). The others
+    but --out (the chief's alone) are refused on every rank before the framework's import (TensorFlow's takes 4 s of CPU a rank here):
+    PYTHONPROFILEIMPORTTIME has every process list the modules it imported."""
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     out = blocker / "links.json" if case == "out-under-a-file" else tmp_path / "links.json"
     module, extra = CASES[case]
     command = train_command(module, 2, [], ["--out", str(out), *extra])
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    listed = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=listed)
     assert done.returncode == 2, done.stdout + done.stderr
     output = done.stdout + done.stderr  # the launcher passes each rank's lines on
+    imported = {line.split("|")[-1].strip() for line in output.splitlines() if "|" in line}
+    assert "numpy" in imported  # the lists are there
+    # the tiers need the ranks' hosts; --out is the chief's, and its peer goes on to the import
+    if case not in ("tiers-on-one-node", "out-under-a-file"):
+        assert not {"torch", "tensorflow", "keras"} & imported, case
+    output = "\n".join(line for line in output.splitlines() if "import time:" not in line)
     errors = [line for line in output.splitlines() if "error:" in line]
     assert errors and "Traceback" not in output, output
     said = {
