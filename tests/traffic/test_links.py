@@ -95,8 +95,9 @@ def test_the_link_tool_refuses_what_cannot_work_before_it_measures(case, tmp_pat
     with a traceback after the whole measurement. Both are refused first, exit 2, one line; so
     are a group as large as the launch, groups where the framework has none, and tiers on one
     node (refused once the ranks have met, since only then are their hosts known). The others
-    but --out (the chief's alone) are refused on every rank before the framework's import (TensorFlow's takes 4 s of CPU a rank here):
-    PYTHONPROFILEIMPORTTIME has every process list the modules it imported."""
+    but --out (the chief's alone) are refused on every rank before the framework's import
+    (TensorFlow's takes about 4 s of CPU a rank): PYTHONPROFILEIMPORTTIME has every process
+    list the modules it imported."""
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     out = blocker / "links.json" if case == "out-under-a-file" else tmp_path / "links.json"
