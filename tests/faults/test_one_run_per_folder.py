@@ -23,15 +23,20 @@ FULL = ["data.train_limit=6400", "data.test_limit=500"]
 LONG = [*FULL, "train.epochs=200"]  # alive long enough for a second launch to meet it
 
 
-def start(module: str, root: Path, settings: list[str], extra: list[str]) -> subprocess.Popen:
-    command = train_command(module, 0, [*settings, f"output.dir={root}", "output.run_name=r"], [])
+def start(
+    module: str, root: Path, settings: list[str], extra: list[str], warm: bool = False
+) -> subprocess.Popen:
+    """A launch of one process; `warm`: forked from a warm server (tests/warm_ranks.py), where
+    the test does not read the holder's pid."""
+    overrides = [*settings, f"output.dir={root}", "output.run_name=r"]
+    command = train_command(module, 0, overrides, [], warm=warm)
     return subprocess.Popen(
         [*command, *MLP, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
 
 
-def train(module: str, root: Path, settings: list[str], extra: list[str]):
-    process = start(module, root, settings, extra)
+def train(module: str, root: Path, settings: list[str], extra: list[str], warm: bool = False):
+    process = start(module, root, settings, extra, warm)
     stdout, stderr = process.communicate(timeout=600)
     return process.returncode, stdout + stderr
 
@@ -86,12 +91,12 @@ def test_a_dead_holders_lock_is_taken_over_with_a_warning(tmp_path):
 
 
 def test_a_resume_without_a_checkpoint_is_checked_against_the_folders_config(tmp_path):
-    code, output = train("torch_impl.train", tmp_path, TINY, [])
+    code, output = train("torch_impl.train", tmp_path, TINY, [], warm=True)
     assert code == 0, output
     run_dir = tmp_path / "r"
     before = {name: (run_dir / name).read_bytes() for name in ("config.yaml", "metrics.jsonl")}
     changed = [*TINY, "optim.lr=0.5", "model.hidden=[32]"]
-    code, output = train("torch_impl.train", tmp_path, changed, ["--auto-resume"])
+    code, output = train("torch_impl.train", tmp_path, changed, ["--auto-resume"], warm=True)
     assert code == 2, output
     assert "holds another run than this launch describes" in output
     assert "model.hidden: [128, 64] in the folder, [32] now" in output
@@ -101,7 +106,7 @@ def test_a_resume_without_a_checkpoint_is_checked_against_the_folders_config(tmp
 
 def test_compare_refuses_a_file_holding_two_runs(tmp_path):
     for name in ("a", "b"):
-        code, output = train("torch_impl.train", tmp_path / name, TINY, [])
+        code, output = train("torch_impl.train", tmp_path / name, TINY, [], warm=True)
         assert code == 0, output
     first, second = ((tmp_path / name / "r" / "metrics.jsonl").read_text() for name in "ab")
     mixed = tmp_path / "mixed"

@@ -1,5 +1,7 @@
 """One run is one folder is one identity, on real torch launches: nothing appended, merged or
-resumed silently, and every exit says why."""
+resumed silently, and every exit says why. The ranks of the folder, checkpoint and resume tests
+are forked warm (tests/warm_ranks.py: their subject is the run folder, not the launch); those
+of a killed rank's start cold, as users start them."""
 
 import shutil
 import subprocess
@@ -41,9 +43,9 @@ def test_launches_started_together_never_share_a_folder(tmp_path):
     settings = [*SMALL, "torch.strategy=single", "train.epochs=1", f"output.dir={tmp_path}"]
     named = [*settings, "output.run_name=same"]
     commands = [
-        train_command("torch_impl.train", 0, [*settings, f"train.seed={seed}"], [])
+        train_command("torch_impl.train", 0, [*settings, f"train.seed={seed}"], [], warm=True)
         for seed in (1, 2)
-    ] + [train_command("torch_impl.train", 0, named, [])] * 2
+    ] + [train_command("torch_impl.train", 0, named, [], warm=True)] * 2
     started = [
         subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for c in commands
@@ -65,7 +67,7 @@ def stopped_after_two(tmp_path_factory):
     for name, extra in (("whole", []), ("parts", ["--stop-after-epoch", "2"])):
         settings = [*SMALL, *FOUR, f"output.dir={root}", f"output.run_name={name}"]
         done = subprocess.run(
-            train_command("torch_impl.train", 2, settings, extra),
+            train_command("torch_impl.train", 2, settings, extra, warm=True),
             capture_output=True,
             text=True,
             timeout=300,
@@ -88,7 +90,7 @@ def resume_copy(stopped_after_two, tmp_path, *overrides, nproc=2, strategy="ddp"
         f"torch.strategy={strategy}",
     ]
     done = subprocess.run(
-        train_command("torch_impl.train", nproc, settings, ["--resume"]),
+        train_command("torch_impl.train", nproc, settings, ["--resume"], warm=True),
         capture_output=True,
         text=True,
         timeout=300,
