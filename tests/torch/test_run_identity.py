@@ -1,7 +1,7 @@
 """One run is one folder is one identity, on real torch launches: nothing appended, merged or
 resumed silently, and every exit says why. The ranks of the folder, checkpoint and resume tests
-are forked warm (tests/warm_ranks.py: their subject is the run folder, not the launch); those
-of a killed rank's start cold, as users start them."""
+are forked warm (tests/warm_ranks.py: their subject is the run folder, not the launch); the
+killed-rank tests and the refusals before the folder start cold, as users start them."""
 
 import shutil
 import subprocess
