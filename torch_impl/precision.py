@@ -91,6 +91,9 @@ def determinism_settings() -> dict[str, Any]:
     }
 
 
+NO_CAST = contextlib.nullcontext()  # reusable; made once, not at every step
+
+
 class Amp:
     """Autocast and the gradient scaler of one run, and its count of skipped steps."""
 
@@ -111,14 +114,18 @@ class Amp:
         self.skips = precision.SkippedSteps()  # this launch's steps, and the optimizer's
 
     def watch(self, optimizer: torch.optim.Optimizer) -> None:
-        """Count the optimizer's real steps: GradScaler.step skips `optimizer.step` on overflow."""
+        """Count the optimizer's real steps under fp16 loss scaling: GradScaler.step skips
+        `optimizer.step` on overflow. Without a scaler every step is applied and nothing reads
+        the count, so no hook runs at each step."""
+        if self.scaler is None:
+            return
         skips = self.skips
         optimizer.register_step_post_hook(lambda *_: setattr(skips, "applied", skips.applied + 1))
 
     def forward_context(self):
         if self.autocast:
             return torch.autocast(device_type=self.device_type, dtype=self.dtype)
-        return contextlib.nullcontext()
+        return NO_CAST
 
     def scale(self, loss: torch.Tensor) -> torch.Tensor:
         """What backward starts from: the loss, times the scale under fp16 loss scaling."""
