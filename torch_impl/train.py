@@ -165,7 +165,8 @@ class TorchTrainer(TrainerBase):
         self.amp.watch(self.optimizer)
 
     def step_clock(self):
-        return CudaEventStepClock() if self.on_cuda else HostStepClock(self.synchronize)
+        # on the CPU a step has run when train_step returns: nothing to wait for
+        return CudaEventStepClock() if self.on_cuda else HostStepClock()
 
     def train_step(self, batch, lr: float) -> torch.Tensor:
         images, labels = batch

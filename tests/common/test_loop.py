@@ -14,6 +14,7 @@ from common.core.measure.traffic import Call
 from common.core.records.entries import StepSplit
 from common.core.run import stop_signals
 from common.core.train import loop
+from common.core.train.optim import learning_rate
 from tests.numpy_trainer import NumpyTrainer, driven
 
 
@@ -201,6 +202,36 @@ def test_several_steps_per_call_take_the_same_steps_and_write_the_same_records(t
     assert epoch["steps"] == 4 and epoch["step_time_p50_s"] > 0
     assert grouped[0]["config"]["train"]["steps_per_call"] == 3
     assert grouped[0]["config_hash"] != alone[0]["config_hash"]
+
+
+class RateLog(NumpyTrainer):
+    """The numpy trainer, noting the rate it is handed at each step."""
+
+    def __init__(self):
+        super().__init__()
+        self.rates = []
+
+    def train_step(self, batch, lr):
+        self.rates.append(lr)
+        return super().train_step(batch, lr)
+
+
+@pytest.mark.parametrize("per_call", [1, 3])
+def test_each_step_gets_its_scheduled_rate_and_the_records_say_it(tmp_path, per_call):
+    """The driver works out an epoch's rates before its clock starts: every step still gets
+    the schedule's rate for it, and the step and epoch records name the rate of their step."""
+    trainer = RateLog()
+    overrides = ("optim.schedule=onecycle", f"train.steps_per_call={per_call}")
+    status, _, records = run(tmp_path, "rates", trainer, None, *overrides)
+    assert status == "success"
+    optim = config_io.load_config(None, ["optim.schedule=onecycle", "optim.lr=0.05"]).optim
+    scheduled = [learning_rate(optim, step // 4, step % 4, 4, 3) for step in range(12)]
+    assert trainer.rates == scheduled and len(set(scheduled)) == 12
+    for record in records:
+        if record["record"] == "step":
+            assert record["lr"] == scheduled[record["step"] - 1]
+        if record["record"] == "epoch":  # the rate of its last step
+            assert record["lr"] == scheduled[4 * record["epoch"] - 1]
 
 
 def test_calls_group_the_steps_and_leave_the_counted_step_alone():

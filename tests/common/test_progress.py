@@ -68,3 +68,21 @@ def test_durations_read_as_clock_time():
         "1:01",
         "2:01:05",
     ]
+
+
+def test_a_line_is_due_only_when_enabled_and_its_interval_has_passed():
+    log = io.StringIO()
+    quiet = Progress(enabled=False, epochs=1, steps_per_epoch=4, global_batch=64, every_s=0)
+    assert not quiet.due()
+    every = Progress(
+        enabled=True, epochs=1, steps_per_epoch=4, global_batch=64, every_s=0, stream=log
+    )
+    every.start_epoch()
+    assert every.due()
+    hourly = Progress(
+        enabled=True, epochs=1, steps_per_epoch=4, global_batch=64, every_s=3600, stream=log
+    )
+    hourly.start_epoch()
+    assert not hourly.due()
+    hourly._shown_at -= 3600  # an hour since the epoch began
+    assert hourly.due()

@@ -7,6 +7,7 @@ sample order is drawn before its clock starts; each batch is fetched inside it.
 from __future__ import annotations
 
 import functools
+import itertools
 import time
 from collections.abc import Iterator
 from typing import SupportsFloat
@@ -66,19 +67,22 @@ def train_epoch(
     splits: list[StepSplit] = []
     # checkpoints or stops inside this epoch: else no call of `mid` between the steps
     acting = mid if mid is not None and (mid.every or cuts) else None
+    # The calls and each step's rate, worked out before the clock: on the clock, between two
+    # steps, the loop only fetches a batch, steps and reads the time (docs/performance.md,
+    # "The loop between two steps")
+    planned = list(calls(steps, cfg.train.steps_per_call, alone, start_step, cuts, apart))
+    schedule = functools.partial(learning_rate, cfg.optim, epoch)
+    rates = [schedule(step, steps, cfg.train.epochs) for step in range(steps)]
     progress.start_epoch(start_step)
     start = time.perf_counter()
     clock.step_started()
     # the last call a trace leaves out: its profiler and the split's must not overlap
     set_up = alone + apart - 1 if alone is not None else start_step
-    for first, count in calls(steps, cfg.train.steps_per_call, alone, start_step, cuts, apart):
+    for first, count in planned:
         if traces is not None and first > set_up:
             traces.before_call()
-        taken = [next(batches) for _ in range(count)]
-        lrs = [
-            learning_rate(cfg.optim, epoch, first + i, steps, cfg.train.epochs)
-            for i in range(count)
-        ]
+        taken = list(itertools.islice(batches, count))
+        lrs = rates[first : first + count]
         if alone is not None and counted is not None and alone <= first < alone + apart:
             loss, calls_made = trainer.count_calls(
                 functools.partial(trainer.train_step, taken[0], lrs[0])
@@ -96,26 +100,19 @@ def train_epoch(
         clock.step_done(count)
         if traces is not None:
             traces.after_call(count)
-        now = time.perf_counter()
-        for index, loss in enumerate(done):
-            step, lr = first + index, lrs[index]
-            losses.append(loss)
-            global_step = epoch * steps + step + 1
-            if every and global_step % every == 0:
-                step_loss = trainer.all_reduce_sum(np.array([float(loss)]))[0]
-                record = Step(epoch=epoch + 1, step=global_step, loss=float(step_loss), lr=lr)
-                run.write(record, echo=False)
-                paused += time.perf_counter() - now
-                now = time.perf_counter()
+        losses += done
+        if every:
+            paused += _write_steps(trainer, run, done, epoch * steps + first, epoch, every, lrs)
         if acting is not None and first + count < steps:
             running = functools.partial(_running_sum, carried, losses)
             paused += acting.after(epoch, first + count, running)
-        paused += progress.update(
-            epoch=epoch,
-            step=first + count,
-            train_s=time.perf_counter() - start - paused,
-            loss=functools.partial(_chief_mean, done[-1], share),
-        )
+        if progress.due():
+            paused += progress.update(
+                epoch=epoch,
+                step=first + count,
+                train_s=time.perf_counter() - start - paused,
+                loss=functools.partial(_chief_mean, done[-1], share),
+            )
         clock.step_started()
     next(batches, None)  # let the batches' generator finish, as a for loop would
     trainer.synchronize()
@@ -129,10 +126,32 @@ def train_epoch(
         loss=float(total) / steps,
         time_s=train_time,
         step_times=step_times,
-        lr=lr,
+        lr=rates[-1] if planned else lr,  # the last step's
         steps=trained,
         step_split=ordered[len(ordered) // 2] if ordered else None,
     )
+
+
+def _write_steps(
+    trainer: Trainer,
+    run: Run,
+    done: list[SupportsFloat],
+    before: int,
+    epoch: int,
+    every: int,
+    lrs: list[float],
+) -> float:
+    """A step record for each step of `done` that `every` (train.log_every_steps) picks: its
+    loss summed over the ranks. `before`: the run's steps before the first of them. Returns
+    the seconds spent, for the caller to take off its clock."""
+    start = time.perf_counter()
+    for index, loss in enumerate(done):
+        global_step = before + index + 1
+        if global_step % every == 0:
+            step_loss = trainer.all_reduce_sum(np.array([float(loss)]))[0]
+            record = Step(epoch=epoch + 1, step=global_step, loss=float(step_loss), lr=lrs[index])
+            run.write(record, echo=False)
+    return time.perf_counter() - start
 
 
 def _running_sum(carried: float, losses: list[SupportsFloat]) -> float:

@@ -50,6 +50,11 @@ class Progress:
         self._shown_at = time.monotonic()
         self._first_step = first_step
 
+    def due(self) -> bool:
+        """Whether a line is due: what the driver asks after every step, so that `update`
+        and its arguments are made only when one is."""
+        return self.enabled and time.monotonic() - self._shown_at >= self.every_s
+
     def update(self, *, epoch: int, step: int, train_s: float, loss: Callable[[], float]) -> float:
         """After step `step` (1-based) of epoch `epoch` (0-based), `train_s` seconds into the
         epoch's clock. `loss()` is called (it may wait for the device) only when a line is
