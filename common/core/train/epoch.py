@@ -69,7 +69,7 @@ def train_epoch(
     acting = mid if mid is not None and (mid.every or cuts) else None
     # The calls and each step's rate, worked out before the clock: on the clock, between two
     # steps, the loop only fetches a batch, steps and reads the time (docs/performance.md,
-    # "The loop between two steps")
+    # "A tiny model to see the harness")
     planned = list(calls(steps, cfg.train.steps_per_call, alone, start_step, cuts, apart))
     schedule = functools.partial(learning_rate, cfg.optim, epoch)
     rates = [schedule(step, steps, cfg.train.epochs) for step in range(steps)]
@@ -143,15 +143,17 @@ def _write_steps(
 ) -> float:
     """A step record for each step of `done` that `every` (train.log_every_steps) picks: its
     loss summed over the ranks. `before`: the run's steps before the first of them. Returns
-    the seconds spent, for the caller to take off its clock."""
-    start = time.perf_counter()
+    the seconds the records took, for the caller to take off its clock."""
+    spent = 0.0
     for index, loss in enumerate(done):
         global_step = before + index + 1
         if global_step % every == 0:
+            start = time.perf_counter()
             step_loss = trainer.all_reduce_sum(np.array([float(loss)]))[0]
             record = Step(epoch=epoch + 1, step=global_step, loss=float(step_loss), lr=lrs[index])
             run.write(record, echo=False)
-    return time.perf_counter() - start
+            spent += time.perf_counter() - start
+    return spent
 
 
 def _running_sum(carried: float, losses: list[SupportsFloat]) -> float:
