@@ -199,8 +199,7 @@ class TfTrainer(TrainerBase):
         return list(tf.unstack(losses)) if self.on_gpu else losses.numpy().tolist()
 
     def step_clock(self):
-        # on the CPU a step has run when train_step returns (tf_impl.dist.synchronize)
-        return EpochMeanStepClock() if self.on_gpu else HostStepClock()
+        return EpochMeanStepClock() if self.on_gpu else HostStepClock()  # CPU: nothing to wait for
 
     def loss_scaling(self) -> tuple[float, int] | None:
         if not isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
