@@ -5,16 +5,16 @@
 Start it with srun or `python -m common.launch --nproc N --`: every process is one worker.
 Keras 3's `model.fit` breaks under this strategy (TensorFlow issue 72388, keras issue 20585),
 so the loop is written out: `strategy.run` of a compiled step whose loss is
-`tf.nn.compute_average_loss(..., global_batch_size=...)`, the same mean as on the torch side.
-"""
+`tf.nn.compute_average_loss(..., global_batch_size=...)`, the same mean as on the torch side."""
 
 from __future__ import annotations
 
-from common.core.config import cli
 from common.core.run import stop_signals
 
 if __name__ == "__main__":  # --help, and a refusal, in a second: before the framework's import
     stop_signals.defer_preemption()  # a SIGUSR1 from now on waits for the run's handler
+    from common.core.config import cli  # after the signal is held: 0.4 s of pydantic on a slow CPU
+
     cli.answer_help_early("python -m tf_impl.train", __doc__)
     from common.core.train.main import refuse_early  # after the signal is held
 

@@ -8,11 +8,12 @@ Start it with torchrun, srun or `python -m common.launch --nproc N --`: the same
 
 from __future__ import annotations
 
-from common.core.config import cli
 from common.core.run import stop_signals
 
 if __name__ == "__main__":  # --help, and a refusal, in a second: before the framework's import
     stop_signals.defer_preemption()  # a SIGUSR1 from now on waits for the run's handler
+    from common.core.config import cli  # after the signal is held: 0.4 s of pydantic on a slow CPU
+
     cli.answer_help_early("python -m torch_impl.train", __doc__)
     from common.core.train.main import refuse_early  # after the signal is held
 

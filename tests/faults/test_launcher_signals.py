@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,15 @@ from tests.faults.test_lost_ranks import launched_mid_training, rank_pid
 from tests.launching import SMALL, train_command
 
 MODULES = ["torch_impl.train", "tf_impl.train"]
+
+
+def signal_bit(pid: int, field: str, signum: int) -> bool:
+    """Whether `signum` is in the mask `field` (SigBlk: blocked, SigCgt: caught) of the main
+    thread of process `pid`, from /proc/PID/status."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    raise ValueError(f"no {field} in /proc/{pid}/status")
 
 
 def records(run_dir) -> list[dict]:
@@ -57,7 +67,12 @@ def test_sigusr1_during_start_up_waits_for_the_handler(module, tmp_path):
         stderr=subprocess.STDOUT,
         text=True,
     )
-    time.sleep(0.5)  # past the interpreter's start, long before torch or TensorFlow is in
+    # once the rank holds SIGUSR1 and before it has a handler: while its framework is imported
+    held_at = time.monotonic()
+    while not signal_bit(rank.pid, "SigBlk", signal.SIGUSR1):
+        assert rank.poll() is None and time.monotonic() - held_at < 60, "SIGUSR1 never held"
+        time.sleep(0.005)
+    assert not signal_bit(rank.pid, "SigCgt", signal.SIGUSR1), "its handler came first"
     rank.send_signal(signal.SIGUSR1)
     output, _ = rank.communicate(timeout=120)
     assert rank.returncode == 75, output
