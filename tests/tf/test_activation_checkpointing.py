@@ -3,9 +3,13 @@ blocks recompute their activations in the backward, on ddp, fsdp2 (the blocks ar
 mwms, 2 ranks. The recomputation repeats the same float32 maths, the batch statistics'
 all-reduces included, and must not move the running statistics twice: every step's loss is
 bitwise that of the run without it, and so are torch's final weights and running statistics;
-TensorFlow's are within a float32 rounding (1.2e-7 measured on [B]: tf.recompute_grad's own tape
-adds the body's and the shortcut's gradients of the block input in another order). The measured
-peak is lower.
+TensorFlow's are within float32 roundings (tf.recompute_grad's own tape adds the body's and the
+shortcut's gradients of the block input in another order): 1.2e-7 apart at most on [B], 3.0e-7
+on [C], where that exceeded the first bound, 1e-7 beyond 1e-5 relative. The bound is 1e-6
+beyond that: a recomputation that moved the running statistics twice, or a gradient that
+differed beyond rounding, moves them by a share of an update (the biases, from zero, reach
+about 5e-5 in the two steps), and the losses are held bitwise besides. The measured peak is
+lower.
 
 The peak is VmHWM above the run's base. With glibc's default malloc a freed activation of less
 than 32 MiB stays in the heap, and the peak then says more about the heap's history than about
@@ -38,7 +42,7 @@ RUNS = {
     "tf-mwms": ("tf_impl.train", []),
 }
 CHECKPOINTED = "model.activation_checkpointing=blocks"
-TF_WEIGHTS = {"rtol": 1e-5, "atol": 1e-7}
+TF_WEIGHTS = {"rtol": 1e-5, "atol": 1e-6}
 
 
 @pytest.fixture(scope="module")
