@@ -4,12 +4,12 @@ mwms, 2 ranks. The recomputation repeats the same float32 maths, the batch stati
 all-reduces included, and must not move the running statistics twice: every step's loss is
 bitwise that of the run without it, and so are torch's final weights and running statistics;
 TensorFlow's are within float32 roundings (tf.recompute_grad's own tape adds the body's and the
-shortcut's gradients of the block input in another order): 1.2e-7 apart at most on [B], 3.0e-7
-on [C], where that exceeded the first bound, 1e-7 beyond 1e-5 relative. The bound is 1e-6
-beyond that: a recomputation that moved the running statistics twice, or a gradient that
-differed beyond rounding, moves them by a share of an update (the biases, from zero, reach
-about 5e-5 in the two steps), and the losses are held bitwise besides. The measured peak is
-lower.
+shortcut's gradients of the block input in another order): at most 1.2e-7 apart on [B] and
+3.0e-7 on [C], where one element exceeded the first bound (1e-7 beyond 1e-5 relative). The
+bound is now 1e-6 beyond 1e-5 relative: a recomputation that moved the running statistics
+twice, or gradients apart beyond rounding, would move the weights by a share of an update (the
+biases, from zero, reach about 5e-5 in the two steps), and the losses are held bitwise
+besides. The measured peak is lower.
 
 The peak is VmHWM above the run's base. With glibc's default malloc a freed activation of less
 than 32 MiB stays in the heap, and the peak then says more about the heap's history than about
