@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,8 @@ PAIRED = "suite's step, paired"
 class Bench:
     """One file: its rows (model, variant, ranks, samples_per_s, spread, repeats, step_p50_s
     where the bench timed steps, paired where it took the suite's step in turn with the plain
-    loop's), where and when they were measured, and the command."""
+    loop's, vs_plain_by_round where it wrote each round's ratio), where and when they were
+    measured, and the command."""
 
     path: Path
     rows: list[dict[str, Any]]
@@ -50,6 +52,15 @@ class Bench:
         """The framework's plain step over the suite's, the two taken in turn in one process."""
         return self._figure(model, f"{framework} {PAIRED}", "paired")
 
+    def by_round(self, model: str, variant: str) -> float | None:
+        """The median of the row's ratios to its plain loop round by round, where written."""
+        found = [
+            r["vs_plain_by_round"]
+            for r in self.rows
+            if (r["model"], r["variant"]) == (model, variant)
+        ]
+        return statistics.median(found[0]) if found and found[0] else None
+
     def _figure(self, model: str, variant: str, key: str) -> float | None:
         found = [r[key] for r in self.rows if r["model"] == model and r["variant"] == variant]
         return float(found[0]) if found and found[0] else None
@@ -63,7 +74,7 @@ def read(path: Path) -> Bench:
         rows = [
             {
                 **{key: row[key] for key in keys},
-                **{key: row.get(key) for key in ("step_p50_s", "paired")},
+                **{key: row.get(key) for key in ("step_p50_s", "paired", "vs_plain_by_round")},
             }
             for row in data["rows"]
         ]
@@ -87,9 +98,10 @@ def gathered(results: list[str]) -> tuple[list[Bench], list[str]]:
 
 def ratios(
     bench: Bench, model: str, pipeline: str
-) -> dict[str, tuple[str, float, float, float | None]]:
+) -> dict[str, tuple[str, float, float, float | None, float | None]]:
     """{framework: (its one-rank cell on `pipeline`, samples/s, that / its plain loop, the plain
-    loop's median step / the cell's or None)} for the frameworks whose cell and plain loop were
+    loop's median step / the cell's or None, the median of the rounds' ratios or None)} for the
+    frameworks whose cell and plain loop were
     both measured on `model` over 2 repeats or more (one repeat has no median). A cell of several
     ranks is not set against a one-process loop."""
     found = {}
@@ -104,13 +116,16 @@ def ratios(
             plain_step, step = bench.step(model, f"{match[1]} plain loop"), row["step_p50_s"]
             per_step = plain_step / step if plain_step and step else None
             speed = row["samples_per_s"]
-            found[match[1]] = (row["variant"], speed, speed / plain, per_step)
+            by_round = bench.by_round(model, row["variant"])
+            found[match[1]] = (row["variant"], speed, speed / plain, per_step, by_round)
     return found
 
 
-def _steps(per_step: float | None, paired: float | None) -> str:
-    """What the bench said step by step: across the launches, and taken in turn."""
-    said = [f"{per_step:.2f}x step by step"] if per_step else []
+def _steps(per_step: float | None, by_round: float | None, paired: float | None) -> str:
+    """What the bench said besides the medians' ratio: round by round, step by step across the
+    launches, and taken in turn."""
+    said = [f"{by_round:.2f}x round by round"] if by_round else []
+    said += [f"{per_step:.2f}x step by step"] if per_step else []
     said += [f"{paired:.2f}x with the steps taken in turn in one process"] if paired else []
     return f" ({'; '.join(said)})" if said else ""
 
@@ -126,8 +141,10 @@ def sentences(benches: list[Bench], model: str, pipeline: str) -> list[str]:
         repeats = max(row["repeats"] for row in bench.rows)
         parts = [
             f"{variant} runs at {ratio:.2f}x {NAMES[framework]}'s plain loop"
-            + _steps(per_step, bench.paired(model, framework))
-            for framework, (variant, _, ratio, per_step) in sorted(found.items(), reverse=True)
+            + _steps(per_step, by_round, bench.paired(model, framework))
+            for framework, (variant, _, ratio, per_step, by_round) in sorted(
+                found.items(), reverse=True
+            )
         ]
         where = f"{bench.path.name}: {bench.host}, {bench.measured}, medians of {repeats}"
         line = f"The bench ({where}) measured each harness on the {model}: " + "; ".join(parts)

@@ -6,14 +6,16 @@ both pipelines, beside each framework's plain-loop baselines, in one run.
         [--vary torch.sharding=shard_grad_op] [--against REF] [--out RESULTS/bench.json]
 
 Every measurement is repeated --repeats times, interleaved (each round measures every cell once),
-and reported as median and spread. Nothing here imports a framework. Each framework's baselines run
-in a process of their own (`python -m torch_impl.bench --paired`, `python -m tf_impl.bench
---paired`), which prints one JSON line: {"model": ..., "samples_per_s": {baseline name: samples/s},
-...}; their row "suite's step, paired" is the suite's own step taken in turn with the plain loop's
-in that process, so that a busy machine's slow spells slow both alike. Strategies run as real
-launches (`common.launch`); their samples/s, step and MFU are medians over --timed-epochs epochs
-after the first (which includes warm-up, tracing and compiling), as the plain loops' are over as
-many passes after their first. --compile adds torch.compile / tf.jit_compile
+and reported as median and spread, and each row's ratio to its plain loop also round by round (a
+slow spell of a shared host shows as one round's figure; the ratio of two medians may set a slow
+round of one against a quiet round of the other). Nothing here imports a framework. Each framework's
+baselines run in a process of their own (`python -m torch_impl.bench --paired`, `python -m
+tf_impl.bench --paired`), which prints one JSON line: {"model": ..., "samples_per_s": {baseline
+name: samples/s}, ...}; their row "suite's step, paired" is the suite's own step taken in turn with
+the plain loop's in that process, so that a busy machine's slow spells slow both alike. Strategies
+run as real launches (`common.launch`); their samples/s, step and MFU are medians over
+--timed-epochs epochs after the first (which includes warm-up, tracing and compiling), as the plain
+loops' are over as many passes after their first. --compile adds torch.compile / tf.jit_compile
 cells; each --vary KEY=VALUE adds a cell beside every strategy that reads KEY (--set changes every
 cell). --against REF measures every cell on that commit of the suite too, checked out by `git
 worktree` into a temporary folder, right after this tree's in each round, so that "before" and

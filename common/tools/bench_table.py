@@ -49,6 +49,19 @@ class Tally:
         plain = self.figure((row[0], f"{row[1].split()[0]} plain loop"), "step_s")
         return plain / step if step and plain else None
 
+    def by_round(self, row: Row) -> list[float]:
+        """The row's samples/s over its framework's plain loop's, round by round: each pair a few
+        measurements apart, where the ratio of the medians may set one round's slow spell
+        against another round's quiet one. Empty for the plain loop itself, a paired row (its
+        samples/s are steps alone), and a row without such a loop."""
+        plain = (row[0], f"{row[1].split()[0]} plain loop")
+        if row == plain or self.figure(row, "paired") is not None:
+            return []
+        return [
+            speed / against
+            for speed, against in zip(self.speeds[row], self.speeds.get(plain, []), strict=False)
+        ]
+
 
 def _percent(value: float | None, width: int) -> str:
     return f"{value:{width}.1%}" if value is not None else f"{'-':>{width}}"
@@ -100,6 +113,23 @@ def main_table(tally: Tally) -> list[str]:
         lines.append(
             f"warning: spread over {SPREAD_WARNING:.0%}, the machine was busy: " + ", ".join(noisy)
         )
+    return lines + round_lines(tally)
+
+
+def round_lines(tally: Tally) -> list[str]:
+    """Each row's ratio to its plain loop round by round, and their median, from 2 repeats on:
+    what a slow spell did to one round shows as that round's figure alone."""
+    found = [(row, tally.by_round(row)) for row in tally.speeds]
+    found = [(row, ratios) for row, ratios in found if len(ratios) > 1]
+    if not found:
+        return []
+    wide = _width(tally)
+    lines = ["\nvs plain, round by round (each round's row over its plain loop's; their median)"]
+    for (model_name, variant), ratios in found:
+        each = ", ".join(f"{ratio:.2f}" for ratio in ratios)
+        lines.append(
+            f"{model_name:<6} {variant:<{wide}} {each}  (median {statistics.median(ratios):.2f})"
+        )
     return lines
 
 
@@ -129,6 +159,7 @@ def rows(tally: Tally) -> list[dict[str, Any]]:
     found = []
     for (model_name, variant), speeds in tally.speeds.items():
         middle = statistics.median(speeds)
+        by_round = tally.by_round((model_name, variant))
         found.append(
             {
                 "model": model_name,
@@ -140,6 +171,7 @@ def rows(tally: Tally) -> list[dict[str, Any]]:
                 "mfu": tally.figure((model_name, variant), "mfu"),
                 "step_p50_s": tally.figure((model_name, variant), "step_s"),
                 "paired": tally.figure((model_name, variant), "paired"),
+                "vs_plain_by_round": by_round if len(by_round) > 1 else None,
             }
         )
     return found

@@ -75,11 +75,14 @@ def test_the_verdict_gives_both_harness_ratios_beside_the_framework_comparison(r
         "tf mwms x1 / loader": 20_000.0,  # another pipeline than the runs': not this group's
         "torch suite's step, paired": 90_500.0,
     }
-    # torch's steps timed (0.98x) and paired (1.01x), TensorFlow's not (a bench file from
-    # before step timing)
+    # torch's steps timed (0.98x) and paired (1.01x), TensorFlow's not, nor its rounds' ratios
+    # written (rows of a bench file from before either)
     steps = {"torch plain loop": 0.000700, "torch single / tensor": 0.000714}
     paired = {"torch suite's step, paired": 1.006}
-    written = bench_rows(speeds, steps, paired)
+    written = [
+        row if row["variant"].startswith("torch") else dict(row, vs_plain_by_round=None)
+        for row in bench_rows(speeds, steps, paired)
+    ]
     measured_files.write(results / "bench.json", written, ["python -m bench"])
     code, out = verdict(results, capsys)
     assert code == 0, out.err
@@ -89,13 +92,29 @@ def test_the_verdict_gives_both_harness_ratios_beside_the_framework_comparison(r
     bench = said[first + 1]  # right after the framework comparison
     assert bench.startswith("The bench (bench.json: ")
     assert (
-        "torch single / tensor runs at 0.96x torch's plain loop (0.98x step by step; 1.01x with "
-        "the steps taken in turn in one process)" in bench
+        "torch single / tensor runs at 0.96x torch's plain loop (0.96x round by round; 0.98x "
+        "step by step; 1.01x with the steps taken in turn in one process)" in bench
     )
     assert "tf mwms x1 / tensor runs at 0.90x TensorFlow's plain loop. Between" in bench
     assert "Between the plain loops torch is 1.12x TensorFlow" in bench
     assert "between these cells 1.19x: the rest, 1.06x, is the harnesses'" in bench
     assert "loader" not in bench
+
+
+def test_the_verdict_gives_the_rounds_ratio_where_a_spell_split_the_medians(results, capsys):
+    # round 2's cell met a slow spell its plain loop did not, round 3's plain loop one its cell
+    # did not: the ratio of the medians sets a quiet round against a slow one
+    tally = Tally()
+    rounds = [(90_000.0, 89_100.0), (90_900.0, 54_540.0), (54_000.0, 54_000.0)]
+    for plain, cell in rounds:
+        tally.add(("mlp", "torch plain loop"), 1, plain, {})
+        tally.add(("mlp", "torch single / tensor"), 1, cell, {})
+    measured_files.write(results / "bench.json", rows(tally), ["python -m bench"])
+    code, out = verdict(results, capsys)
+    assert code == 0, out.err
+    assert (
+        "torch single / tensor runs at 0.61x torch's plain loop (0.99x round by round)" in out.out
+    )
 
 
 def test_a_bench_of_one_repeat_of_two_ranks_or_without_a_plain_loop_says_nothing(results, capsys):

@@ -64,6 +64,14 @@ def test_the_benchmark_measures_both_frameworks_with_median_and_spread():
     assert rows["torch single / tensor"][5].endswith("%") and rows["tf plain loop"][5] == "-"
     assert rows["tf mwms / tensor"][6].endswith("%") and rows["torch plain loop"][6] == "-"
     assert out.count("round 2:") == 7
+    # each round's ratio to its plain loop, beside their median: every row but the loops' own
+    # and the paired ones
+    by_round = re.findall(r"^mlp\s+(.+?)\s+([\d.]+), ([\d.]+)  \(median ([\d.]+)\)$", out, re.M)
+    assert {name for name, *_ in by_round} == {
+        "torch seed-style loop",
+        "torch single / tensor",
+        "tf mwms / tensor",
+    }, out
     per_line = re.search(r"progress: ([\d.]+) us per line, ([\d.]+)% of the time", out)
     assert per_line and float(per_line[2]) < 1.0
 

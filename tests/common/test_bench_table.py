@@ -1,0 +1,49 @@
+"""The bench's ratio to the plain loop, round by round: the ratio of two medians can set one
+round's slow spell against another round's quiet one, so each round's own ratio is shown too
+(and written to bench.json), where a spell stands out as the figure of one round."""
+
+import json
+
+import pytest
+
+from common.tools import bench_table
+
+PLAIN = ("mlp", "torch plain loop")
+CELL = ("mlp", "torch single / tensor")
+PAIRED = ("mlp", "torch suite's step, paired")
+
+
+def measured(rounds: list[dict[tuple[str, str], float]]) -> bench_table.Tally:
+    """A tally as the bench's rounds fill it, from each round's samples/s."""
+    tally = bench_table.Tally()
+    for speeds in rounds:
+        for row, speed in speeds.items():
+            figures = {"paired": 0.99} if row == PAIRED else {}
+            tally.add(row, 1, speed, figures)
+    return tally
+
+
+def test_each_rounds_ratio_is_its_cell_over_the_plain_loop_of_that_round():
+    # round 2: the cell met a spell its plain loop did not; round 3: the plain loop did
+    tally = measured(
+        [
+            {PLAIN: 1000.0, CELL: 990.0, PAIRED: 500.0},
+            {PLAIN: 1010.0, CELL: 606.0, PAIRED: 500.0},
+            {PLAIN: 600.0, CELL: 600.0, PAIRED: 500.0},
+        ]
+    )
+    assert tally.by_round(CELL) == pytest.approx([0.99, 0.6, 1.0])
+    # the ratio of the medians sets round 1's plain loop against round 2's slow cell
+    assert tally.speed(CELL) / tally.speed(PLAIN) == pytest.approx(0.606)
+    assert tally.by_round(PLAIN) == [] and tally.by_round(PAIRED) == []
+    lines = bench_table.main_table(tally)
+    shown = [line for line in lines if line.startswith("mlp") and "median 0.99" in line]
+    assert len(shown) == 1 and "0.99, 0.60, 1.00" in shown[0], "\n".join(lines)
+    row = next(r for r in bench_table.rows(tally) if r["variant"] == CELL[1])
+    assert json.loads(json.dumps(row))["vs_plain_by_round"] == pytest.approx([0.99, 0.6, 1.0])
+
+
+def test_one_round_shows_no_round_by_round_ratios():
+    tally = measured([{PLAIN: 1000.0, CELL: 990.0}])
+    assert not any("round by round" in line for line in bench_table.main_table(tally))
+    assert all(row["vs_plain_by_round"] is None for row in bench_table.rows(tally))
