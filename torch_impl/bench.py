@@ -2,7 +2,7 @@
 of their own.
 
     python -m torch_impl.bench --model NAME [--train-limit 6400] [--repeats 3] [--batch 64]
-                               [--device auto|cpu|gpu] [--timed 1] [--paired]
+                               [--device auto|cpu|gpu] [--timed 1] [--paired | --plain-only]
                                (NAME: any of common.models.zoo.MODELS)
 
 `plain loop`: a hand-written loop over the same preloaded tensors as the launched runs (no wrapper,
@@ -12,12 +12,12 @@ Both build the model as the launched runs do (channels-last images) and take the
 implementation they take (`torch.optimizer_impl`, foreach Adam by default, not the for-loop that
 torch picks by itself on the CPU; docs/performance.md), so that "vs plain" measures the harness
 alone. The --timed passes after the first are timed, as the launched runs time their epochs after
-the first, and the plain loop's figure is their median. Both run on
-the device the launched runs take for dist.device=--device (the GPU when torch sees one, for auto),
-so that they are compared with the same hardware. `--paired`: also the suite's own step against the
-plain loop's, the two taken in turn in this process (`paired_steps`), so that a busy machine's slow
-spells, longer than a launch on some hosts, slow both alike. Prints one JSON line {"model",
-"samples_per_s": {baseline: median samples/s}, "step_s": {baseline: median step seconds},
+the first, and the plain loop's figure is their median. Both run on the device the launched runs
+take for dist.device=--device (the GPU when torch sees one, for auto), so that they are compared
+with the same hardware. `--paired`: also the suite's own step against the plain loop's, the two
+taken in turn in this process (`paired_steps`), so that a busy machine's slow spells, longer than a
+launch on some hosts, slow both alike. `--plain-only`: the plain loop alone. Prints one JSON line
+{"model", "samples_per_s": {baseline: median samples/s}, "step_s": {baseline: median step seconds},
 "passes": {"plain loop": [samples/s of each timed pass]}, and with --paired "paired": {"suite's
 step, paired": plain step / suite's step}}.
 """
@@ -200,11 +200,14 @@ def main(argv: list[str] | None = None) -> int:
         plain_loop(args.model, images, labels, args.batch, test, args.timed)
         for _ in range(args.repeats)
     ]
-    seed = [
-        seed_style_loop(args.model, digits, limit, args.batch, test) for _ in range(args.repeats)
-    ]
     passes = [speed for speeds, _ in plain for speed in speeds]
-    speeds = {"plain loop": statistics.median(passes), "seed-style loop": statistics.median(seed)}
+    speeds = {"plain loop": statistics.median(passes)}
+    if not args.plain_only:
+        seed = [
+            seed_style_loop(args.model, digits, limit, args.batch, test)
+            for _ in range(args.repeats)
+        ]
+        speeds["seed-style loop"] = statistics.median(seed)
     step_s = {"plain loop": statistics.median(step for _, step in plain)}
     said = {
         "model": args.model,

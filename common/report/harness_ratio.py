@@ -26,6 +26,8 @@ ONE_RANK = re.compile(r"^(torch|tf) (\w+)(?: x1)? / (\w+)$")
 # the baselines' row of the suite's step taken in turn with the plain loop's, in one process
 # (torch_impl.bench and tf_impl.bench, --paired)
 PAIRED = "suite's step, paired"
+# the bench's --floor: the plain loop measured once more in each round, after the launches
+AGAIN = "plain loop, again"
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,23 @@ def _steps(per_step: float | None, by_round: float | None, paired: float | None)
     return f" ({'; '.join(said)})" if said else ""
 
 
+def _floor(bench: Bench, model: str, framework: str) -> str:
+    """What the plain loop measured again in the same rounds (--floor) said of itself: the ratio
+    that this host's noise alone gives."""
+    again, plain = (
+        bench.speed(model, f"{framework} {AGAIN}"),
+        bench.speed(model, f"{framework} plain loop"),
+    )
+    if not again or not plain:
+        return ""
+    by_round = bench.by_round(model, f"{framework} {AGAIN}")
+    rounds = f", {by_round:.2f}x round by round" if by_round else ""
+    return (
+        f", and its plain loop, measured again after the launches, at {again / plain:.2f}x "
+        f"itself{rounds}: what this host's noise alone gives"
+    )
+
+
 def sentences(benches: list[Bench], model: str, pipeline: str) -> list[str]:
     """What each bench says of `model` on `pipeline`: both harness ratios, and the plain
     loops' own comparison."""
@@ -142,6 +161,7 @@ def sentences(benches: list[Bench], model: str, pipeline: str) -> list[str]:
         parts = [
             f"{variant} runs at {ratio:.2f}x {NAMES[framework]}'s plain loop"
             + _steps(per_step, by_round, bench.paired(model, framework))
+            + _floor(bench, model, framework)
             for framework, (variant, _, ratio, per_step, by_round) in sorted(
                 found.items(), reverse=True
             )

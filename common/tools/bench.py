@@ -3,7 +3,7 @@ both pipelines, beside each framework's plain-loop baselines, in one run.
 
     python -m common.tools.bench [--models mlp,cnn] [--frameworks torch,tf] [--nproc 2]
         [--compile eager,compiled] [--tf-ranks 1,2] [--set torch.wrap=size]
-        [--vary torch.sharding=shard_grad_op] [--against REF] [--out RESULTS/bench.json]
+        [--vary torch.sharding=shard_grad_op] [--against REF] [--floor] [--out RESULTS/bench.json]
 
 Every measurement is repeated --repeats times, interleaved (each round measures every cell once),
 and reported as median and spread, and each row's ratio to its plain loop also round by round (a
@@ -19,10 +19,12 @@ loops' are over as many passes after their first. --compile adds torch.compile /
 cells; each --vary KEY=VALUE adds a cell beside every strategy that reads KEY (--set changes every
 cell). --against REF measures every cell on that commit of the suite too, checked out by `git
 worktree` into a temporary folder, right after this tree's in each round, so that "before" and
-"after" see the same machine. Prints a table (and, with --against, a second one with both). --out
-writes this tree's rows, with the host and the time, where compare.py finds them among its results:
-its verdict then sets each framework's harness ratio (its cell against its plain loop) beside the
-framework comparison.
+"after" see the same machine. --floor measures each plain loop once more in every round, after its
+framework's launches (row "plain loop, again"): its ratio to the plain loop is what the host's noise
+alone gives, under which no other ratio of the table resolves anything. Prints a table (and, with
+--against, a second one with both). --out writes this tree's rows, with the host and the time, where
+compare.py finds them among its results: its verdict then sets each framework's harness ratio (its
+cell against its plain loop) beside the framework comparison.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def measure_rounds(cells: list[Cell], repeats: int, before: Path | None) -> tupl
         for cell in cells:
             trees = [(now, None, "")] + ([(then, before, " (before)")] if before else [])
             for tally, root, said in trees:
-                if root is not None and cell.label in lacking:
+                if root is not None and (cell.here_only or cell.label in lacking):
                     continue
                 try:
                     measured = cell.measure(root=root)
@@ -130,6 +132,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="REF",
         help="also measure every cell on this commit of the suite (a hash, tag or HEAD~N), in "
         "the same rounds, and print both side by side",
+    )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="measure each plain loop once more in every round, after its framework's launches "
+        "(row 'plain loop, again'): its ratio to the plain loop is what this host's noise alone "
+        "gives, the floor under which no other ratio means anything",
     )
     parser.add_argument(
         "--timed-epochs",

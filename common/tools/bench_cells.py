@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from common.core.config import strategies
+from common.report.harness_ratio import AGAIN
 from common.tools import programs
 from common.tools.measure import baselines, launched
 
@@ -31,10 +32,16 @@ class Cell:
     label: str
     ranks: int
     measure: Callable[..., Measured]  # measure(root=...)
+    here_only: bool = False  # not measured on the tree of --against
 
 
 def _labelled(label: str, measure: Callable[..., Any], root: Path | None) -> Measured:
     return {label: measure(root=root)}
+
+
+def _again(framework: str, measure: Callable[..., Any], root: Path | None) -> Measured:
+    (speed, figures) = measure(root=root)[f"{framework} plain loop"]
+    return {f"{framework} {AGAIN}": (speed, figures)}
 
 
 def reaches(framework: str, strategy: strategies.Strategy, override: str) -> bool:
@@ -99,4 +106,16 @@ def measurements(args: argparse.Namespace, chosen: list[str]) -> list[Cell]:
                         )
                         measure = functools.partial(_labelled, label, run)
                         cells.append(Cell(model_name, label, ranks, measure))
+            if args.floor:
+                again = functools.partial(
+                    baselines,
+                    framework,
+                    model_name,
+                    args.train_limit,
+                    args.timed_epochs,
+                    args.device,
+                    plain_only=True,
+                )
+                measure = functools.partial(_again, framework, again)
+                cells.append(Cell(model_name, f"{framework} {AGAIN}", 1, measure, here_only=True))
     return cells

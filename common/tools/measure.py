@@ -69,9 +69,16 @@ def baseline_arguments(
     parser.add_argument(
         "--paired", action="store_true", help=f"also the {PAIRED!r} row (paired_steps)"
     )
+    parser.add_argument(
+        "--plain-only",
+        action="store_true",
+        help="the plain loop alone (the bench's --floor measures it again after the launches)",
+    )
     args = parser.parse_args(argv)
     if args.timed < 1:
         parser.error(f"--timed {args.timed}: time at least one pass after the first")
+    if args.paired and args.plain_only:
+        parser.error("--paired and --plain-only: the paired steps are not the plain loop alone")
     return parser, args
 
 
@@ -82,13 +89,15 @@ def baselines(
     timed: int = TIMED,
     device: str = "auto",
     root: Path | None = None,
+    plain_only: bool = False,
 ) -> dict[str, tuple[float, dict[str, float | None]]]:
     """{"<framework> <baseline name>": (samples/s, {"step_s": median step seconds, where the
     baseline times its steps, "paired": plain step / the suite's, for the suite's step taken in
     turn with the plain loop's})} from the framework's baseline program (of the tree at `root`,
     None: this one; only this one's is asked for the paired steps, which an older tree lacks),
     its plain loop's figure the median of `timed` passes after the first. A tree older than
-    `--timed` times one pass after each of `timed` fresh starts (`--repeats`) instead."""
+    `--timed` times one pass after each of `timed` fresh starts (`--repeats`) instead.
+    `plain_only`: the plain loop alone (this tree only)."""
     command = [
         sys.executable,
         "-m",
@@ -101,7 +110,7 @@ def baselines(
         str(BATCH),
         "--device",
         device,
-        *(["--paired"] if root is None else []),
+        *(["--plain-only"] if plain_only else ["--paired"] if root is None else []),
     ]
     ran = functools.partial(
         subprocess.run, capture_output=True, text=True, timeout=TIMEOUT_S, **in_tree(root)

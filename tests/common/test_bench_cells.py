@@ -21,6 +21,7 @@ def arguments(**changed):
         set=[],
         vary=[],
         timed_epochs=2,
+        floor=False,
     )
     return argparse.Namespace(**{**chosen, **changed})
 
@@ -88,3 +89,28 @@ def test_every_cell_times_the_epochs_asked_for():
         measure = cell.measure if "baselines" in cell.label else cell.measure.args[1]
         timed = measure.args[3] if "baselines" in cell.label else measure.keywords["timed"]
         assert timed == 2, cell.label
+
+
+def test_the_floor_measures_each_plain_loop_again_after_its_frameworks_launches():
+    """--floor: one more cell per framework and model, the plain loop alone, after the
+    framework's launches, on this tree only (its ratio to the plain loop is the host's noise)."""
+    args = arguments(strategies="single,mwms", models="mlp,cnn", floor=True)
+    cells = bench_cells.measurements(args, ["torch", "tf"])
+    labels = [(cell.model, cell.label) for cell in cells]
+    assert labels == [
+        (model, label)
+        for model in ("mlp", "cnn")
+        for label in (
+            "torch baselines",
+            "torch single / tensor",
+            "torch plain loop, again",
+            "tf baselines",
+            "tf mwms / tensor",
+            "tf plain loop, again",
+        )
+    ]
+    again = [cell for cell in cells if cell.label.endswith("again")]
+    assert all(cell.here_only for cell in again)
+    assert not any(cell.here_only for cell in cells if cell not in again)
+    assert all(cell.measure.args[1].keywords == {"plain_only": True} for cell in again)
+    assert not bench_cells.measurements(arguments(), ["torch"])[-1].label.endswith("again")

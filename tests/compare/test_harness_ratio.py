@@ -117,6 +117,25 @@ def test_the_verdict_gives_the_rounds_ratio_where_a_spell_split_the_medians(resu
     )
 
 
+def test_the_verdict_gives_the_hosts_floor_where_the_plain_loop_was_measured_again(results, capsys):
+    # --floor: the plain loop once more after the launches, 0.95, 1.02 and 0.97 of itself
+    tally = Tally()
+    rounds = [(90_000.0, 88_200.0, 85_500.0), (80_000.0, 80_000.0, 81_600.0)]
+    rounds.append((88_000.0, 86_240.0, 85_360.0))
+    for plain, cell, again in rounds:
+        tally.add(("mlp", "torch plain loop"), 1, plain, {})
+        tally.add(("mlp", "torch single / tensor"), 1, cell, {})
+        tally.add(("mlp", "torch plain loop, again"), 1, again, {})
+    measured_files.write(results / "bench.json", rows(tally), ["python -m bench"])
+    code, out = verdict(results, capsys)
+    assert code == 0, out.err
+    assert (
+        "torch single / tensor runs at 0.98x torch's plain loop (0.98x round by round), and its "
+        "plain loop, measured again after the launches, at 0.97x itself, 0.97x round by round: "
+        "what this host's noise alone gives" in out.out
+    ), out.out
+
+
 def test_a_bench_of_one_repeat_of_two_ranks_or_without_a_plain_loop_says_nothing(results, capsys):
     one = [
         dict(row, repeats=1)

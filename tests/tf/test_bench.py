@@ -117,6 +117,19 @@ def test_the_plain_loops_figure_is_the_median_of_its_timed_passes(side):
     assert said["samples_per_s"]["plain loop"] == statistics.median(passes)
 
 
+@pytest.mark.parametrize("side", ["torch_impl", "tf_impl"])
+def test_the_plain_loop_alone_is_what_the_floor_measures_again(side):
+    """--plain-only (the bench's --floor): the plain loop and nothing else, which the paired
+    steps are not."""
+    command = [sys.executable, "-m", f"{side}.bench", "--model", "mlp", "--train-limit", "640"]
+    done = subprocess.run([*command, "--repeats", "1", "--plain-only"], **RUN)
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    assert list(said["samples_per_s"]) == ["plain loop"] and "paired" not in said
+    both = subprocess.run([*command, "--plain-only", "--paired"], **RUN)
+    assert both.returncode == 2 and "--paired and --plain-only" in both.stderr
+
+
 @pytest.mark.parametrize("module", ["torch_impl.bench", "tf_impl.bench"])
 def test_a_plain_loop_with_no_timed_pass_is_refused(module):
     command = [sys.executable, "-m", module, "--timed", "0"]
