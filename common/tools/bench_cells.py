@@ -69,6 +69,7 @@ def measurements(args: argparse.Namespace, chosen: list[str]) -> list[Cell]:
                 args.timed_epochs,
                 args.device,
             )
+            plain_only = functools.partial(measure, plain_only=True)  # --floor's, after these
             cells.append(Cell(model_name, f"{framework} baselines", 1, measure))
             own = strategies.of(framework)
             listed = [name for name in args.strategies.split(",") if name in own]
@@ -107,15 +108,6 @@ def measurements(args: argparse.Namespace, chosen: list[str]) -> list[Cell]:
                         measure = functools.partial(_labelled, label, run)
                         cells.append(Cell(model_name, label, ranks, measure))
             if args.floor:
-                again = functools.partial(
-                    baselines,
-                    framework,
-                    model_name,
-                    args.train_limit,
-                    args.timed_epochs,
-                    args.device,
-                    plain_only=True,
-                )
-                measure = functools.partial(_again, framework, again)
+                measure = functools.partial(_again, framework, plain_only)
                 cells.append(Cell(model_name, f"{framework} {AGAIN}", 1, measure, here_only=True))
     return cells
