@@ -103,9 +103,8 @@ def ratios(
 ) -> dict[str, tuple[str, float, float, float | None, float | None]]:
     """{framework: (its one-rank cell on `pipeline`, samples/s, that / its plain loop, the plain
     loop's median step / the cell's or None, the median of the rounds' ratios or None)} for the
-    frameworks whose cell and plain loop were
-    both measured on `model` over 2 repeats or more (one repeat has no median). A cell of several
-    ranks is not set against a one-process loop."""
+    frameworks whose cell and plain loop were both measured on `model` over 2 repeats or more
+    (one repeat has no median). A cell of several ranks is not set against a one-process loop."""
     found = {}
     for row in bench.rows:
         match = ONE_RANK.match(row["variant"])

@@ -40,8 +40,7 @@ def _labelled(label: str, measure: Callable[..., Any], root: Path | None) -> Mea
 
 
 def _again(framework: str, measure: Callable[..., Any], root: Path | None) -> Measured:
-    (speed, figures) = measure(root=root)[f"{framework} plain loop"]
-    return {f"{framework} {AGAIN}": (speed, figures)}
+    return {f"{framework} {AGAIN}": measure(root=root)[f"{framework} plain loop"]}
 
 
 def reaches(framework: str, strategy: strategies.Strategy, override: str) -> bool:
