@@ -54,6 +54,15 @@ def bench_rows(speeds, steps=None, paired=None):
     return rows(tally)
 
 
+def write_rounds(results, variants, rounds):
+    """bench.json as the bench writes it after these rounds (each a samples/s per variant)."""
+    tally = Tally()
+    for speeds in rounds:
+        for variant, speed in zip(variants, speeds, strict=True):
+            tally.add(("mlp", variant), 1, speed, {})
+    measured_files.write(results / "bench.json", rows(tally), ["python -m bench"])
+
+
 @pytest.fixture
 def results(tmp_path):
     write_run(tmp_path / "torch-single" / "metrics.jsonl", OneRank(), 86_000.0)
@@ -104,12 +113,8 @@ def test_the_verdict_gives_both_harness_ratios_beside_the_framework_comparison(r
 def test_the_verdict_gives_the_rounds_ratio_where_a_spell_split_the_medians(results, capsys):
     # round 2's cell met a slow spell its plain loop did not, round 3's plain loop one its cell
     # did not: the ratio of the medians sets a quiet round against a slow one
-    tally = Tally()
     rounds = [(90_000.0, 89_100.0), (90_900.0, 54_540.0), (54_000.0, 54_000.0)]
-    for plain, cell in rounds:
-        tally.add(("mlp", "torch plain loop"), 1, plain, {})
-        tally.add(("mlp", "torch single / tensor"), 1, cell, {})
-    measured_files.write(results / "bench.json", rows(tally), ["python -m bench"])
+    write_rounds(results, ["torch plain loop", "torch single / tensor"], rounds)
     code, out = verdict(results, capsys)
     assert code == 0, out.err
     assert (
@@ -119,14 +124,10 @@ def test_the_verdict_gives_the_rounds_ratio_where_a_spell_split_the_medians(resu
 
 def test_the_verdict_gives_the_hosts_floor_where_the_plain_loop_was_measured_again(results, capsys):
     # --floor: the plain loop once more after the launches, 0.95, 1.02 and 0.97 of itself
-    tally = Tally()
     rounds = [(90_000.0, 88_200.0, 85_500.0), (80_000.0, 80_000.0, 81_600.0)]
     rounds.append((88_000.0, 86_240.0, 85_360.0))
-    for plain, cell, again in rounds:
-        tally.add(("mlp", "torch plain loop"), 1, plain, {})
-        tally.add(("mlp", "torch single / tensor"), 1, cell, {})
-        tally.add(("mlp", "torch plain loop, again"), 1, again, {})
-    measured_files.write(results / "bench.json", rows(tally), ["python -m bench"])
+    variants = ["torch plain loop", "torch single / tensor", "torch plain loop, again"]
+    write_rounds(results, variants, rounds)
     code, out = verdict(results, capsys)
     assert code == 0, out.err
     assert (
