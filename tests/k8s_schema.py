@@ -1,6 +1,7 @@
 """A strict schema check of Kubernetes manifests against the operators' own published API models,
 the way `kubeconform -strict` checks a manifest against a CRD: every field must be one the
-object's schema declares (the API server drops an unknown one silently), and every value must
+object's schema declares (the API server drops an unknown one silently), every field the schema
+requires must be there (the API server refuses the object without it), and every value must
 have the declared type.
 
 The models are the operators' Python packages from PyPI, not copies of their YAML:
@@ -11,6 +12,8 @@ The models are the operators' Python packages from PyPI, not copies of their YAM
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
 import typing
 from importlib import metadata
@@ -87,10 +90,23 @@ def _legacy_problems(kind: str, node: object, path: str) -> list[str]:
         return [f"{path}: an object ({kind}) is expected, not {node!r}"]
     keys = {key: attribute for attribute, key in model.attribute_map.items()}
     found = [f"{path}.{key}: not a field of {kind}" for key in node if key not in keys]
+    found += [
+        f"{path}: {model.attribute_map[attribute]!r} is a required property"
+        for attribute in _legacy_required(kind)
+        if model.attribute_map[attribute] not in node
+    ]
     for key, value in node.items():
         if key in keys:
             found += _legacy_problems(model.openapi_types[keys[key]], value, f"{path}.{key}")
     return found
+
+
+@functools.cache
+def _legacy_required(kind: str) -> tuple[str, ...]:
+    """The attributes a kubernetes-client model requires: the generator writes a setter that
+    refuses None for each ("Invalid value for `name`, must not be `None`")."""
+    source = inspect.getsource(_legacy_class(kind))
+    return tuple(re.findall(r"Invalid value for `(\w+)`, must not be `None`", source))
 
 
 def _models_in(annotation: object) -> list[type[BaseModel]]:
@@ -100,18 +116,22 @@ def _models_in(annotation: object) -> list[type[BaseModel]]:
     return [model for arg in typing.get_args(annotation) for model in _models_in(arg)]
 
 
-def _unknown_fields(model: type[BaseModel], node: object, path: str) -> list[str]:
+def _field_problems(model: type[BaseModel], node: object, path: str) -> list[str]:
     """Every key of `node` (and below) that its pydantic model does not declare."""
     if isinstance(node, list):
         return [
-            p for i, item in enumerate(node) for p in _unknown_fields(model, item, f"{path}[{i}]")
+            p for i, item in enumerate(node) for p in _field_problems(model, item, f"{path}[{i}]")
         ]
     if not isinstance(node, dict):
         return []
     if "actual_instance" in model.model_fields:  # a oneOf of scalars (Quantity, IntOrString)
         return []
     fields = {field.alias or name: field for name, field in model.model_fields.items()}
-    found = []
+    found = [
+        f"{path}: {key!r} is a required property"
+        for key, field in fields.items()
+        if field.is_required() and key not in node
+    ]
     for key, value in node.items():
         if key not in fields:
             found.append(f"{path}.{key}: not a field of {model.__name__}")
@@ -123,21 +143,21 @@ def _unknown_fields(model: type[BaseModel], node: object, path: str) -> list[str
         mapping = origin is dict or any(typing.get_origin(a) is dict for a in args)
         if inner and mapping and isinstance(value, dict):
             for sub, item in value.items():
-                found += _unknown_fields(inner[0], item, f"{path}.{key}.{sub}")
+                found += _field_problems(inner[0], item, f"{path}.{key}.{sub}")
         elif inner:
-            found += _unknown_fields(inner[0], value, f"{path}.{key}")
+            found += _field_problems(inner[0], value, f"{path}.{key}")
     return found
 
 
 def problems(document: dict) -> list[str]:
-    """What a strict check finds in one manifest document: unknown kinds, unknown fields and
-    values of the wrong type, each as 'path: what'."""
+    """What a strict check finds in one manifest document: unknown kinds, unknown fields, missing
+    required fields and values of the wrong type, each as 'path: what'."""
     model = root_model(document.get("apiVersion", ""), document.get("kind", ""))
     if model is None:
         return [f"{document.get('apiVersion')}/{document.get('kind')}: no schema for this kind"]
     if not issubclass(model, BaseModel):
         return _legacy_problems(model.__name__, document, document["kind"])
-    found = _unknown_fields(model, document, document["kind"])
+    found = _field_problems(model, document, document["kind"])
     try:  # the package's own parser: it also reads the oneOfs (a quantity: "10Gi" or 2)
         model.from_dict(document)
     except ValidationError as error:

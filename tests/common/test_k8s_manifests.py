@@ -17,8 +17,14 @@ import yaml
 from tests.k8s_schema import IMAGE, problems, versions
 
 REPO = Path(__file__).resolve().parents[2]
-KUSTOMIZATION = REPO / "k8s" / "kustomization.yaml"
-MANIFESTS = sorted(path for path in (REPO / "k8s").glob("*.yaml") if path != KUSTOMIZATION)
+KUSTOMIZATIONS = {  # each cluster's, and the image's, set once for both
+    "trainer": REPO / "k8s",
+    "operator-v1": REPO / "k8s" / "operator-v1",
+}
+IMAGE_COMPONENT = REPO / "k8s" / "image" / "kustomization.yaml"
+MANIFESTS = sorted(
+    path for path in (REPO / "k8s").rglob("*.yaml") if path.name != "kustomization.yaml"
+)
 READERS = "".join(path.read_text() for path in (REPO / "common" / "launch").glob("*.py"))
 JOBS = {"TrainJob", "JobSet", "TFJob"}
 
@@ -53,6 +59,20 @@ def test_the_models_checked_against_are_the_versions_the_docs_name():
 def test_every_object_passes_a_strict_check_against_its_operators_schema(path):
     for document in documents(path):
         assert problems(document) == [], f"{path.name}: {problems(document)}"
+
+
+def test_the_check_refuses_a_missing_required_field():
+    """A JobSet's failure-policy rule needs its `name` (the CRD requires it; the API models'
+    from_dict fills in '' and would not say)."""
+    (document,) = documents(REPO / "k8s" / "jobset-tf.yaml")
+    broken = copy.deepcopy(document)
+    del broken["spec"]["failurePolicy"]["rules"][0]["name"]
+    assert problems(broken) == ["JobSet.spec.failurePolicy.rules[0]: 'name' is a required property"]
+    (tfjob,) = documents(REPO / "k8s" / "operator-v1" / "tfjob.yaml")
+    del tfjob["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]["name"]
+    assert problems(tfjob) == [
+        "TFJob.spec.tfReplicaSpecs.Chief.template.spec.containers[0]: 'name' is a required property"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -90,7 +110,8 @@ def test_every_object_passes_a_strict_check_against_its_operators_schema(path):
     ],
 )
 def test_the_check_refuses_an_unknown_or_mistyped_field(name, kind, path, value, found):
-    (document,) = [doc for doc in documents(REPO / "k8s" / name) if doc["kind"] == kind]
+    (path_of,) = [path for path in MANIFESTS if path.name == name]
+    (document,) = [doc for doc in documents(path_of) if doc["kind"] == kind]
     broken = copy.deepcopy(document)
     node = broken
     for key in path.split("."):
@@ -100,8 +121,8 @@ def test_the_check_refuses_an_unknown_or_mistyped_field(name, kind, path, value,
 
 
 def test_every_image_parses_and_the_training_image_is_set_in_one_place():
-    kustomization = yaml.safe_load(KUSTOMIZATION.read_text())
-    named = {entry["name"] for entry in kustomization["images"]}
+    component = yaml.safe_load(IMAGE_COMPONENT.read_text())
+    named = {entry["name"] for entry in component["images"]}
     for path in MANIFESTS:
         for node in walk(documents(path)):
             if "image" in node and isinstance(node["image"], str):
@@ -109,12 +130,14 @@ def test_every_image_parses_and_the_training_image_is_set_in_one_place():
                 assert IMAGE.fullmatch(image), f"{path.name}: {image!r} is not an image reference"
                 unset = f"{path.name}: {image} is neither pinned nor set by k8s/kustomization.yaml"
                 assert image in named or ":" in image, unset
-    assert {path.name for path in MANIFESTS} >= set(kustomization["resources"])
-    for entry in kustomization["images"]:
+    for entry in component["images"]:
         assert IMAGE.fullmatch(f"{entry['newName']}:{entry['newTag']}"), entry
+    for folder in KUSTOMIZATIONS.values():
+        kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+        assert kustomization["components"] in (["image"], ["../image"]), folder
 
 
-RESTARTS = 3  # what every job allows
+RESTARTS = 3  # the group recoveries every job allows
 
 
 def commands(document: dict) -> list[list[str]]:
@@ -135,8 +158,9 @@ def test_a_group_restarts_whole_and_only_from_its_checkpoints():
                 settings = " ".join(command)
                 assert "output.run_name=" in settings, (name, "a restart must find its folder")
                 assert "train.checkpoint_every_steps=" in settings, (name, "nothing to go on from")
-            if kind == "TFJob":
-                assert document["spec"]["runPolicy"]["backoffLimit"] == RESTARTS
+            if kind == "TFJob":  # the operator sums its running pods' restart counts
+                pods = sum(r["replicas"] for r in document["spec"]["tfReplicaSpecs"].values())
+                assert document["spec"]["runPolicy"]["backoffLimit"] == pods * RESTARTS + 1
                 for replica in document["spec"]["tfReplicaSpecs"].values():
                     assert replica["restartPolicy"] == "OnFailure", (name, replica)
                 continue
@@ -145,9 +169,13 @@ def test_a_group_restarts_whole_and_only_from_its_checkpoints():
             jobset = document["spec"] if kind == "JobSet" else document["spec"]["template"]["spec"]
             policy = jobset["failurePolicy"]
             assert policy["maxRestarts"] == RESTARTS, name
-            assert {"action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]} in policy[
-                "rules"
-            ], name
+            reasons = {
+                reason
+                for rule in policy["rules"]
+                if rule["action"] == "FailJobSet"
+                for reason in rule["onJobFailureReasons"]
+            }
+            assert {"PodFailurePolicy", "DeadlineExceeded"} <= reasons, name
             for job in jobset["replicatedJobs"]:
                 spec = job["template"]["spec"]
                 assert spec["backoffLimit"] == 0 and spec["template"]["spec"]["restartPolicy"] == (
@@ -165,11 +193,13 @@ def test_every_job_has_a_deadline():
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (its kustomize) not here")
-def test_kustomize_renders_each_runtime_before_its_job_with_the_image_set():
+@pytest.mark.parametrize("cluster", KUSTOMIZATIONS)
+def test_kustomize_renders_each_runtime_before_its_job_with_the_image_set(cluster):
     """`kubectl apply -k k8s` applies in this order: a TrainJob whose runtime does not exist
-    yet is refused by Trainer's webhook, so the runtime must come first (sortOptions fifo)."""
+    yet is refused by Trainer's webhook, so the runtime must come first (sortOptions fifo).
+    Each cluster's kustomization sets the one image of k8s/image/."""
     rendered = subprocess.run(
-        ["kubectl", "kustomize", str(REPO / "k8s")],
+        ["kubectl", "kustomize", str(KUSTOMIZATIONS[cluster])],
         capture_output=True,
         text=True,
         timeout=60,
@@ -177,10 +207,58 @@ def test_kustomize_renders_each_runtime_before_its_job_with_the_image_set():
     ).stdout
     objects = [doc for doc in yaml.safe_load_all(rendered) if doc]
     kinds = [doc["kind"] for doc in objects]
-    assert kinds.index("TrainingRuntime") < kinds.index("TrainJob"), kinds
-    (entry,) = yaml.safe_load(KUSTOMIZATION.read_text())["images"]
+    assert "PersistentVolumeClaim" in kinds, kinds
+    if cluster == "trainer":
+        assert kinds.index("TrainingRuntime") < kinds.index("TrainJob"), kinds
+    else:
+        assert kinds == ["PersistentVolumeClaim", "TFJob"], kinds
+    (entry,) = yaml.safe_load(IMAGE_COMPONENT.read_text())["images"]
     images = {node["image"] for doc in objects for node in walk(doc) if "image" in node}
     assert images == {f"{entry['newName']}:{entry['newTag']}"}, images
+
+
+def test_every_header_applies_its_manifest_through_a_kustomization():
+    """`kubectl apply -f` of a manifest skips the kustomization, and its image then resolves to
+    docker.io/library/dual-dist-mnist: every manifest of the training image says `-k`."""
+    for path in MANIFESTS:
+        text = path.read_text()
+        header = text[: text.index("apiVersion:")]
+        if "dual-dist-mnist" in text:
+            assert "kubectl apply -k k8s/" in header, path.name
+            assert "apply -f" not in header, path.name
+
+
+def test_a_run_is_named_per_submission_and_kept_through_restarts():
+    """The JobSets (the TrainJob's too) name the run after the JobSet's uid, which its restarts
+    keep; the TFJob after RUN_NAME, said to change per submission."""
+    for path in MANIFESTS:
+        for document in documents(path):
+            if document["kind"] not in JOBS:
+                continue
+            for command in commands(document):
+                (name,) = [part for part in command if part.startswith("output.run_name=")]
+                if document["kind"] == "TFJob":
+                    assert name == "output.run_name=$(RUN_NAME)", path.name
+                else:
+                    assert name.endswith("-$(JOBSET_UID)"), (path.name, name)
+            text = yaml.safe_dump(document)
+            assert ("jobset.sigs.k8s.io/jobset-uid" in text) == (document["kind"] != "TFJob")
+
+
+def test_every_container_requests_and_limits_its_cpu_and_memory():
+    """A namespace with a ResourceQuota refuses a pod that does not. A TrainingRuntime's node
+    takes its TrainJob's resourcesPerNode."""
+    for path in MANIFESTS:
+        for document in documents(path):
+            if document["kind"] == "TrainingRuntime":
+                continue
+            if document["kind"] == "TrainJob":
+                found = [document["spec"]["trainer"]["resourcesPerNode"]]
+            else:
+                found = [node["resources"] for node in walk(document) if "image" in node]
+            for resources in found:
+                for side in ("requests", "limits"):
+                    assert {"cpu", "memory"} <= set(resources.get(side, {})), (path.name, side)
 
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda path: path.name)
@@ -194,13 +272,14 @@ def test_a_manifest_names_only_variables_the_code_reads(path):
         if "valueFrom" in node
         or ("value" in node and "name" in node and re.fullmatch(r"[A-Z_]+", str(node["name"])))
     }
-    # a variable the manifest itself expands into another one's value, $(NAME)
+    # a variable the manifest itself expands, $(NAME), in another one's value or a command
     expanded = {
         name
         for doc in found
         for node in walk(doc)
-        if isinstance(node.get("value"), str)
-        for name in re.findall(r"\$\(([A-Z_]+)\)", node["value"])
+        for text in [node.get("value"), *node.get("command", [])]
+        if isinstance(text, str)
+        for name in re.findall(r"\$\(([A-Z_]+)\)", text)
     }
     unread = sorted(name for name in named - expanded if f'"{name}"' not in READERS)
     assert not unread, f"{path.name} sets variables nothing reads: {unread}"
