@@ -9,6 +9,9 @@ with the two things a preemptible job needs that torchrun does not do.
   a signal to the agent's process group does not reach them.
 - When every rank exited with the preempted status (75: checkpointed, to be requeued), the
   agent exits 75 too, instead of torchrun's 1 for any failed rank, so the job requeues itself.
+  When the first rank to fail refused the run (2: a bad config, the same on every rank), the
+  agent exits 2, so that a pod's restart rule on exit code 2 (k8s/) fails the job instead of
+  restarting it.
 - When a rank failed and the run has no run_end (its chief was killed), the agent writes it,
   naming the rank that failed first and how (`common.core.run.run_end`).
 - Without `--log-dir`, `--redirects` or `--tee`, torchrun's log folder (`/tmp/torchelastic_*`)
@@ -28,7 +31,7 @@ from pathlib import Path
 
 from common.core.run import run_end
 from common.core.run.stop_signals import PREEMPTED_EXIT
-from common.launch.cluster import RUN_DIR_VARIABLE
+from common.launch.cluster import REFUSED_EXIT, RUN_DIR_VARIABLE
 
 
 def children(parent: int) -> list[int]:
@@ -69,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[agent] every rank checkpointed on preemption: exit {PREEMPTED_EXIT}")
             return PREEMPTED_EXIT
         rank, first = failed.get_first_failure()
+        if first.exitcode == REFUSED_EXIT:  # no run was started: nothing to end
+            print(f"[agent] rank {rank} refused the run: exit {REFUSED_EXIT}", file=sys.stderr)
+            return REFUSED_EXIT
         how = (
             f"was killed by {first.signal_name()}"
             if first.exitcode < 0

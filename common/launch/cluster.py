@@ -28,6 +28,9 @@ RUN_DIR_VARIABLE = "SUITE_RUN_DIR_NOTE"
 # The exit status of a preempted rank: "try again later" (EX_TEMPFAIL). It checkpointed at the
 # end of the epoch on SIGUSR1; slurm/run_slurm.sh requeues the job, common.launch says so.
 PREEMPTED_EXIT = 75
+# The exit status of a run refused before it started (a bad config or launch; argparse's too):
+# not worth a restart (k8s/'s podFailurePolicy rules fail the job on it).
+REFUSED_EXIT = 2
 
 
 class ClusterError(ValueError):
