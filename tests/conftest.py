@@ -41,6 +41,9 @@ def pytest_configure(config):
     wants_gpu = "gpu" in (config.option.markexpr or "") and "not gpu" not in config.option.markexpr
     if not wants_gpu:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    from tests.cost import Cost
+
+    config.pluginmanager.register(Cost(config), "suite-cost")
 
 
 def _controller(config) -> bool:
@@ -71,6 +74,12 @@ def pytest_addoption(parser):
         action="store_true",
         help="with -n 2: the files of tests/lanes.py's SIDE (mostly waiting) run on the second "
         "worker beside the rest, each file on one worker (make test)",
+    )
+    parser.addoption(
+        "--save-costs",
+        action="store_true",
+        help="write each file's measured wall seconds to tests/file_costs.json: the lanes' "
+        "longest-first order on a checkout whose pytest cache is empty (a clean clone)",
     )
 
 

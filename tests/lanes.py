@@ -13,43 +13,38 @@ first worker runs the SLURM tier (the machine has one test cluster, brought up b
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
+import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-# Each file's serial wall time and its processes' share of the 2 cores (busy core-s / 2 / wall),
-# measured on [D] at c4877a4 in a serial make test (docs/testing.md).
+# The files that spend most of their time waiting, not computing, and why.
 SIDE = {
-    "tests/faults/test_lost_ranks.py": "85 s at 0.32: stopped ranks, peers' timeouts",
-    "tests/faults/test_startup.py": "68 s at 0.17: start-up timeouts",
-    "tests/faults/test_restarts.py": "63 s at 0.51 ([B], 440f8b0+): rendezvous and grace waits",
-    "tests/faults/test_loader_resume.py": "63 s at 0.39",
-    "tests/faults/test_frozen_rank.py": "49 s at 0.17: a rank frozen until the timeout",
-    "tests/faults/test_bad_values.py": "36 s at 0.56: one process at a time",
-    "tests/common/test_launch.py": "20 s at 0.07: the launcher's waits",
-    "tests/compare/test_memory_at_n.py": "16 s at 0.54: one process at a time",
-    "tests/tf/test_deterministic.py": "14 s at 0.52: one process at a time",
-    "tests/faults/test_divergence.py": "11 s at 0.54: one process at a time",
-    "tests/torch/test_deterministic.py": "10 s at 0.54: one process at a time",
-    "tests/common/test_rendezvous.py": "5 s at 0.01: peers that never come",
-    "tests/common/test_loop.py": "2 s at 0.09: signals' waits",
+    "tests/faults/test_lost_ranks.py": "stopped ranks, peers' timeouts",
+    "tests/faults/test_startup.py": "start-up timeouts",
+    "tests/faults/test_restarts.py": "rendezvous and grace waits",
+    "tests/faults/test_loader_resume.py": "loader workers, one run at a time",
+    "tests/faults/test_frozen_rank.py": "a rank frozen until the timeout",
+    "tests/faults/test_bad_values.py": "one process at a time",
+    "tests/common/test_launch.py": "the launcher's waits",
+    "tests/compare/test_memory_at_n.py": "one process at a time",
+    "tests/tf/test_deterministic.py": "one process at a time",
+    "tests/faults/test_divergence.py": "one process at a time",
+    "tests/torch/test_deterministic.py": "one process at a time",
+    "tests/common/test_rendezvous.py": "peers that never come",
+    "tests/common/test_loop.py": "signals' waits",
 }
-# The longest of the other files, taken first (longest first), so that none of them starts last
-# and leaves the other worker idle: serial seconds of their tests, from the --durations of a
-# clean-clone make test on [B] at af4ec88.
-LONG = {
-    "tests/tf/test_resnet.py": 130,
-    "tests/torch/test_distributed.py": 70,
-    "tests/faults/test_kubeflow_pods.py": 61,
-    "tests/faults/test_one_run_per_folder.py": 28,  # [B], a tenth of MNIST
-    "tests/compare/test_levers.py": 11,  # [B], alone
-    "tests/tf/test_activation_checkpointing.py": 33,  # [B], alone
-    "tests/preflight/test_preflight.py": 32,
-    "tests/torch/test_resize.py": 27,
-    "tests/torch/test_precision.py": 25,
-    "tests/torch/test_compile.py": 25,
-    "tests/faults/test_step_preemption.py": 25,  # [B], d629ca8
-}
+# Each file's wall seconds as the last run here measured them (tests/cost.py, in pytest's
+# cache), else as tests/file_costs.json says (written by `pytest --save-costs`): the longest
+# are taken first, so that none of them starts last and leaves the other worker idle.
+COSTS_FILE = Path(__file__).resolve().parent / "file_costs.json"
+COSTS_KEY = "dist-mnist/file-costs"  # in pytest's cache (.pytest_cache)
+# What Lanes uses of pytest-xdist's LoadScopeScheduling beyond its public hook: its internals,
+# checked at start (pytest-xdist is pinned in constraints/cpu.txt).
+INTERNALS = ("_split_scope", "_reschedule", "_pending_of", "_assign_work_unit")
+STATE = ("workqueue", "assigned_work", "registered_collections", "nodes")
 SIDE_PREFIX = "side:"  # the unit of a side-lane file
 SLURM = "slurm"  # the SLURM tier but its shaped links: one unit, the machine has one cluster
 LAST = "slurm-shaped"  # run last and alone: step times on shaped links need the cores
@@ -71,11 +66,46 @@ def group_of(nodeid: str) -> str:
     return SIDE_PREFIX + path if path in SIDE else path
 
 
+def measured(config: Any) -> dict[str, float]:
+    """Each file's wall seconds as the last runs here measured them ({} before the first)."""
+    if getattr(config, "cache", None) is None:  # -p no:cacheprovider
+        return {}
+    return {path: float(s) for path, s in config.cache.get(COSTS_KEY, {}).items()}
+
+
+def costs(config: Any) -> dict[str, float]:
+    """Each file's wall seconds, measured: the last run's, else the committed table's."""
+    found = measured(config)
+    if not found and COSTS_FILE.is_file():
+        found = {path: float(s) for path, s in json.loads(COSTS_FILE.read_text()).items()}
+    return found
+
+
+def missing_internals(scheduler: Any) -> list[str]:
+    """The internals of pytest-xdist's LoadScopeScheduling that `scheduler` lacks: its methods
+    (on the class too) and, on an instance, its state."""
+    names = INTERNALS if isinstance(scheduler, type) else (*INTERNALS, *STATE)
+    return [name for name in names if not hasattr(scheduler, name)]
+
+
 class Lanes(LoadScopeScheduling):
     """The first worker runs the SLURM tier (beside the side lane, whose waits leave it room),
     then the other files, then `LAST` once the second worker has left. The second runs the side
     lane, then takes files as the first does. A lone worker (`-n 1`, or the other one lost)
     runs every unit."""
+
+    def __init__(self, config: Any, log: Any = None) -> None:
+        super().__init__(config, log)
+        missing = missing_internals(self)
+        if missing:
+            import xdist
+
+            raise pytest.UsageError(
+                f"--lanes (tests/lanes.py) needs pytest-xdist's LoadScopeScheduling internals "
+                f"{', '.join(missing)}, which pytest-xdist {xdist.__version__} lacks: install "
+                "the version constraints/cpu.txt pins, or run without --lanes"
+            )
+        self.long = {(SIDE_PREFIX + p if p in SIDE else p): s for p, s in costs(config).items()}
 
     def _split_scope(self, nodeid: str) -> str:
         return group_of(nodeid)
@@ -89,11 +119,11 @@ class Lanes(LoadScopeScheduling):
             rank = {SLURM: 0, LAST: 3}
             units = sorted(
                 self.workqueue,
-                key=lambda u: (rank.get(u, 1 + u.startswith(SIDE_PREFIX)), -LONG.get(u, 0)),
+                key=lambda u: (rank.get(u, 1 + u.startswith(SIDE_PREFIX)), -self.long.get(u, 0)),
             )
         else:
             units = [u for u in self.workqueue if u not in FIRST_ONLY]
-            units.sort(key=lambda unit: (not unit.startswith(SIDE_PREFIX), -LONG.get(unit, 0)))
+            units.sort(key=lambda unit: (not unit.startswith(SIDE_PREFIX), -self.long.get(unit, 0)))
         if not units:
             return None
         return WAIT if units[0] == LAST and not alone else units[0]

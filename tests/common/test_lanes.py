@@ -11,7 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from tests.lanes import SIDE
+from xdist.scheduler import LoadScopeScheduling
+
+from tests.lanes import INTERNALS, SIDE, missing_internals
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = {
@@ -125,3 +127,12 @@ def test_a_timeout_s_sigterm_lets_the_workers_tests_clean_up(tmp_path):
     assert session.returncode != 0, output
     assert log.read_text().endswith("cleaned\n"), output
     assert not Path(f"/proc/{child}").exists(), "the test's process outlived the session"
+
+
+def test_the_xdist_internals_the_lanes_use_are_there_and_a_missing_one_is_named():
+    """tests/lanes.py subclasses LoadScopeScheduling and calls its internals: the installed
+    pytest-xdist has them; a scheduler without them is named by what it lacks (Lanes then stops
+    with a UsageError naming them and the pinned version)."""
+    assert missing_internals(LoadScopeScheduling) == []
+    stripped = type("OlderScheduling", (), {"_split_scope": lambda self, nodeid: nodeid})
+    assert missing_internals(stripped) == [name for name in INTERNALS if name != "_split_scope"]
