@@ -38,7 +38,11 @@ unexport PYTHONDONTWRITEBYTECODE
 
 setup: $(STAMP)
 
-# Re-installs only when the package definition or the pins change.
+# Re-installs only when the package definition or the pins change. A .venv shared by several
+# checkouts (VENV=../first/.venv) is re-installed by whichever checkout's pyproject.toml is newer
+# than its stamp, and its editable install then points at that checkout: a `python -m` outside
+# the tests may import another checkout's code. The tests always import their own checkout
+# (tests/conftest.py puts it first on every process's path).
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
 	$(PY) -m pip install --quiet --no-compile --constraint $(CONSTRAINTS) --editable ".[$(ALL_EXTRAS)]"

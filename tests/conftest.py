@@ -13,6 +13,12 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
+# Every process a test starts imports the suite from this checkout: `python -m` puts its working
+# folder first, the warm server tests/, and then a shared .venv's editable install would point
+# at the checkout it was installed from (tests/common/test_checkout.py).
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(REPO_ROOT), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
+)
 
 # Runs under test measure the machine's GEMM peak while other tests load it: their figures go to
 # a cache of the session's own (inherited by every launched rank), never to the user's.

@@ -160,6 +160,9 @@ def serve(path: str, preload: list[str]) -> None:
     import gc
     import importlib
 
+    # the checkout this file stands in, not tests/ (a shared .venv's editable install may point
+    # at another checkout); each rank then puts its working folder first, as `python -m` does
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for module in preload:
         importlib.import_module(module)
     gc.collect()
