@@ -1,7 +1,8 @@
 """Real processes, each given exactly one Kubeflow pod's environment (the manifests' host names
 mapped to 127.0.0.x by a hosts file of the pod's own), train to the same losses as the
 local launcher: a TrainJob's TensorFlow pods (no torchrun), a PyTorchJob's pods of one process
-each, and a PyTorchJob's pods of two processes under torchrun."""
+each, and a PyTorchJob's pods of two processes under torchrun. The pods start cold, as a pod
+does; the local launcher's reference runs come from the session's store (tests/run_store.py)."""
 
 import json
 import os
@@ -12,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from common.launch.ports import free_ports
-from tests.launching import SMALL, runner, train_command
+from tests import run_store
+from tests.launching import SMALL, train_command
 
 HOSTS = Path("/etc/hosts")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
@@ -80,7 +82,7 @@ def pods(commands_and_envs) -> list[str]:
     return outputs
 
 
-def test_trainjob_pods_of_tensorflow_train_as_the_local_launcher(tmp_path):
+def test_trainjob_pods_of_tensorflow_train_as_the_local_launcher(tmp_path, tmp_path_factory):
     port = free_ports(3)[0]  # the rendezvous, then one TensorFlow port per worker
     settings = [*SMALL, f"output.dir={tmp_path}", "output.run_name=trainjob"]
     names = {"mnist-node-0-0.mnist": "127.0.0.1", "mnist-node-0-1.mnist": "127.0.0.2"}
@@ -91,11 +93,11 @@ def test_trainjob_pods_of_tensorflow_train_as_the_local_launcher(tmp_path):
     pods([(command, {**env, "PET_NODE_RANK": str(node)}) for node in (0, 1)])
     start = json.loads((tmp_path / "trainjob" / "metrics.jsonl").read_text().splitlines()[0])
     assert (start["launcher"], start["world_size"]) == ("trainjob", 2)
-    _, local = runner("tf_impl.train", tmp_path)("local", 2)
+    local = run_store.run(tmp_path_factory, "tf_impl.train", "local", 2)
     assert epochs(tmp_path / "trainjob") == epochs(local)
 
 
-def test_pytorchjob_pods_of_one_process_train_as_the_local_launcher(tmp_path):
+def test_pytorchjob_pods_of_one_process_train_as_the_local_launcher(tmp_path, tmp_path_factory):
     (port,) = free_ports(1)
     settings = [*SMALL, f"output.dir={tmp_path}", "output.run_name=pytorchjob"]
     env = {"MASTER_ADDR": "mnist-master-0", "MASTER_PORT": str(port), "WORLD_SIZE": "2"}
@@ -103,11 +105,13 @@ def test_pytorchjob_pods_of_one_process_train_as_the_local_launcher(tmp_path):
     in_pod = pod_names({"mnist-master-0": "127.0.0.1"}, tmp_path)
     command = in_pod(train_command("torch_impl.train", 0, settings, ["--quiet"]))
     pods([(command, {**env, "RANK": str(pod), "PET_NODE_RANK": str(pod)}) for pod in (0, 1)])
-    _, local = runner("torch_impl.train", tmp_path)("local", 2)
+    local = run_store.run(tmp_path_factory, "torch_impl.train", "local", 2)
     same_losses(tmp_path / "pytorchjob", local)
 
 
-def test_pytorchjob_pods_of_two_processes_under_torchrun_train_as_the_local_launcher(tmp_path):
+def test_pytorchjob_pods_of_two_processes_under_torchrun_train_as_the_local_launcher(
+    tmp_path, tmp_path_factory
+):
     (port,) = free_ports(1)
     settings = [*SMALL, f"output.dir={tmp_path}", "output.run_name=torchrun"]
     env = {"PET_NNODES": "2", "PET_NPROC_PER_NODE": "2", "PET_MASTER_PORT": str(port)}
@@ -116,11 +120,13 @@ def test_pytorchjob_pods_of_two_processes_under_torchrun_train_as_the_local_laun
     in_pod = pod_names({"mnist-master-0": "127.0.0.1"}, tmp_path)
     torchrun = in_pod([*TORCHRUN, f"--log-dir={tmp_path / 'torchelastic'}", *program])
     pods([(torchrun, {**env, "PET_NODE_RANK": str(pod), "RANK": str(pod)}) for pod in (0, 1)])
-    _, local = runner("torch_impl.train", tmp_path)("local", 4)
+    local = run_store.run(tmp_path_factory, "torch_impl.train", "local", 4)
     same_losses(tmp_path / "torchrun", local)
 
 
-def test_trainjob_pods_of_torch_under_torchrun_train_as_the_local_launcher(tmp_path):
+def test_trainjob_pods_of_torch_under_torchrun_train_as_the_local_launcher(
+    tmp_path, tmp_path_factory
+):
     """A TrainJob's torch pods get only PET_*: torchrun takes them as its defaults."""
     (port,) = free_ports(1)
     settings = [*SMALL, f"output.dir={tmp_path}", "output.run_name=trainjob-torch"]
@@ -132,5 +138,5 @@ def test_trainjob_pods_of_torch_under_torchrun_train_as_the_local_launcher(tmp_p
     pods([(torchrun, {**env, "PET_NODE_RANK": str(node)}) for node in (0, 1)])
     start = json.loads((tmp_path / "trainjob-torch" / "metrics.jsonl").read_text().splitlines()[0])
     assert (start["launcher"], start["world_size"]) == ("torchrun", 2)
-    _, local = runner("torch_impl.train", tmp_path)("local", 2)
+    local = run_store.run(tmp_path_factory, "torch_impl.train", "local", 2)
     same_losses(tmp_path / "trainjob-torch", local)

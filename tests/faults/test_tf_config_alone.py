@@ -8,7 +8,8 @@ import os
 import subprocess
 
 from common.launch.ports import free_ports
-from tests.launching import SMALL, runner, train_command
+from tests import run_store
+from tests.launching import SMALL, train_command
 
 
 def epochs(run_dir) -> list[tuple[float, float]]:
@@ -17,7 +18,7 @@ def epochs(run_dir) -> list[tuple[float, float]]:
     return [(r["train_loss"], r["val_loss"]) for r in found if r["record"] == "epoch"]
 
 
-def test_a_tfjob_chief_and_worker_train_together(tmp_path):
+def test_a_tfjob_chief_and_worker_train_together(tmp_path, tmp_path_factory):
     """At consecutive ports, as an operator may give them, and without MASTER_PORT: the
     rendezvous once took the chief's port + 1, the worker's, whose server then failed."""
     chief_port = free_ports(3)[0]  # the chief's, the worker's, the rendezvous'
@@ -42,5 +43,5 @@ def test_a_tfjob_chief_and_worker_train_together(tmp_path):
     assert [pod.returncode for pod in pods] == [0, 0], outputs
     start = json.loads((tmp_path / "tfjob" / "metrics.jsonl").read_text().splitlines()[0])
     assert (start["world_size"], start["launcher"]) == (2, "tf_config"), start
-    _, local = runner("tf_impl.train", tmp_path)("local", 2)
+    local = run_store.run(tmp_path_factory, "tf_impl.train", "local", 2)  # the reference
     assert epochs(tmp_path / "tfjob") == epochs(local)

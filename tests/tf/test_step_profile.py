@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.launching import runner
+from tests import run_store
 from tests.records import read_metrics
 from tf_impl import step_profile
 
@@ -65,9 +65,8 @@ def test_a_two_worker_step_is_split_and_its_parts_add_up_to_it(model):
     assert sum(parts.values()) == pytest.approx(found["mean_ms"], rel=0.05)
 
 
-def test_a_run_records_the_split_of_its_counted_step(tmp_path):
-    run = runner("tf_impl.train", tmp_path, warm=True)
-    _, folder = run("split", 2, "train.epochs=2")
+def test_a_run_records_the_split_of_its_counted_step(tmp_path_factory):
+    folder = run_store.run(tmp_path_factory, "tf_impl.train", "local", 2)  # SMALL: 2 epochs
     epochs = [r for r in read_metrics(folder / "metrics.jsonl") if r["record"] == "epoch"]
     splits = [epoch["step_split"] for epoch in epochs]
     assert splits[0] is not None and splits[0] == splits[1]  # the launch's counted step
