@@ -32,12 +32,14 @@ WARM_IMPORTS = {
     ],
     "tf_impl.train": ["tf_impl.train", "tf_impl.checkpoint"],
     "torch_impl.memory_check": ["torch_impl.memory_check"],
+    "torch_impl.links": ["torch_impl.links"],
+    "tf_impl.links": ["tf_impl.links"],
 }
 WARM_CLIENT = Path(__file__).resolve().parent / "warm_ranks.py"
 # Variables a program reads while it runs, not at import: a run given only these may be warm.
 # Variables a warm rank honours as a cold one would: read at run time, or applied by the warm
 # rank itself (glibc's MALLOC_MMAP_THRESHOLD_, through mallopt, tests/warm_ranks.py).
-READ_AT_RUN_TIME = {"SUITE_CACHE_DIR", "MALLOC_MMAP_THRESHOLD_"}
+READ_AT_RUN_TIME = {"SUITE_CACHE_DIR", "MALLOC_MMAP_THRESHOLD_", "SUITE_FORCE_OVERFLOW"}
 _servers: dict[str, tuple[subprocess.Popen, str]] = {}
 
 

@@ -44,7 +44,9 @@ def test_a_profile_of_other_contents_is_refused_by_name(tmp_path):
 @pytest.mark.parametrize("module", ["torch_impl.links", "tf_impl.links"])
 def test_each_framework_measures_its_own_collectives_into_a_profile(module, tmp_path):
     out = tmp_path / "links.json"
-    command = train_command(module, 2, [], ["--out", str(out), "--max-bytes", "32768"])
+    # the ranks forked warm (tests/warm_ranks.py): their subject is the measurement, not the
+    # launch
+    command = train_command(module, 2, [], ["--out", str(out), "--max-bytes", "32768"], warm=True)
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     raw = json.loads(out.read_text())
@@ -65,7 +67,10 @@ def test_groups_of_the_first_ranks_are_measured_into_the_profile(tmp_path):
     out = tmp_path / "links.json"
     extra = ["--out", str(out), "--max-bytes", "4096", "--groups", "2"]
     done = subprocess.run(
-        train_command("torch_impl.links", 4, [], extra), capture_output=True, text=True, timeout=300
+        train_command("torch_impl.links", 4, [], extra, warm=True),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     jsonschema.validate(json.loads(out.read_text()), json.loads(SCHEMA.read_text()))
