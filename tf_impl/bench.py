@@ -20,6 +20,11 @@ and with --paired "paired": {"suite's step, paired": plain step / the suite's}}.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # a bad command line is refused before the framework's import
+    from common.tools import measure as _early
+
+    _early.baseline_arguments("python -m tf_impl.bench", __doc__, None)
+
 import functools
 import json
 import statistics

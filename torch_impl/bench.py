@@ -24,6 +24,11 @@ step, paired": plain step / suite's step}}.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # a bad command line is refused before the framework's import
+    from common.tools import measure as _early
+
+    _early.baseline_arguments("python -m torch_impl.bench", __doc__, None)
+
 import json
 import statistics
 import time

@@ -86,13 +86,23 @@ def test_a_single_pass_prints_no_ratio_and_no_spread():
     assert float(rows["torch suite's step, paired"][4]) > 0
 
 
-def test_tensorflows_baselines_pair_the_suites_step_with_the_plain_loops():
+@pytest.fixture(scope="module")
+def baselines() -> dict:
+    """Each side's baselines program once, with three timed passes and the suite's step paired
+    with the plain loop's: what it printed, by side."""
+    said = {}
+    for side in ("torch_impl", "tf_impl"):
+        command = [sys.executable, "-m", f"{side}.bench", "--model", "mlp", "--train-limit", "640"]
+        done = subprocess.run([*command, "--repeats", "1", "--timed", "3", "--paired"], **RUN)
+        assert done.returncode == 0, done.stdout + done.stderr
+        said[side] = json.loads(done.stdout.strip().splitlines()[-1])
+    return said
+
+
+def test_tensorflows_baselines_pair_the_suites_step_with_the_plain_loops(baselines):
     """--paired: TfTrainer.train_step and the plain loop's compiled step, taken in turn in the
     baselines' own process (set up as a launched worker's), timed on the second epoch."""
-    command = [sys.executable, "-m", "tf_impl.bench", "--model", "mlp", "--train-limit", "640"]
-    done = subprocess.run([*command, "--repeats", "1", "--paired"], **RUN)
-    assert done.returncode == 0, done.stdout + done.stderr
-    said = json.loads(done.stdout.strip().splitlines()[-1])
+    said = baselines["tf_impl"]
     step = said["step_s"]["suite's step, paired"]
     assert said["samples_per_s"]["suite's step, paired"] == pytest.approx(64 / step)
     assert said["paired"]["suite's step, paired"] > 0  # 10 steps of each: no figure to trust
@@ -105,13 +115,10 @@ def test_an_unknown_framework_is_refused():
 
 
 @pytest.mark.parametrize("side", ["torch_impl", "tf_impl"])
-def test_the_plain_loops_figure_is_the_median_of_its_timed_passes(side):
+def test_the_plain_loops_figure_is_the_median_of_its_timed_passes(side, baselines):
     """--timed 3: three passes timed after the first, the figure their median, as the launched
     runs' figure is the median of their epochs after the first."""
-    command = [sys.executable, "-m", f"{side}.bench", "--model", "mlp", "--train-limit", "640"]
-    done = subprocess.run([*command, "--repeats", "1", "--timed", "3"], **RUN)
-    assert done.returncode == 0, done.stdout + done.stderr
-    said = json.loads(done.stdout.strip().splitlines()[-1])
+    said = baselines[side]
     passes = said["passes"]["plain loop"]
     assert len(passes) == 3 and all(speed > 0 for speed in passes)
     assert said["samples_per_s"]["plain loop"] == statistics.median(passes)
