@@ -4,6 +4,12 @@ rank 0 over a fake process group of N ranks, in this one process, on the CPU.
 
     python -m torch_impl.memory_plan --config configs/mlp_adam.yaml --set torch.strategy=fsdp2 \
         --world 2,8,64 [--scaling strong|weak] [--json]
+    python -m torch_impl.memory_plan --requests FILE   # several runs' plans, one process
+
+A requests file holds one JSON object a line, each a plan as the flags above give it:
+{"config": PATH, "overrides": [...], "world": [...], "scaling": ..., "run_world": N,
+"local_world": N or null, "variants": [...]}; each row printed carries its line's "request"
+index (compare.py --device-memory plans every run of a report this way, one torch start for all).
 
 The model is built as the training program builds it (`torch_impl.parallel.build_parallel`:
 fully_shard per unit on the meta device, then only this rank's shards get storage), with the
@@ -34,6 +40,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -241,6 +248,51 @@ def _worlds(text: str) -> list[int]:
     return worlds
 
 
+def _rows(
+    config: Path | None,
+    overrides: Sequence[str],
+    worlds: Sequence[int],
+    scaling: str,
+    run_world: int,
+    local_world: int | None,
+    variants: Sequence[str] | None,
+) -> list[dict[str, Any]]:
+    """Every world's row of the configuration, of each variant (with its "variant") when
+    `variants` are given; ValueError for a bad configuration."""
+    rows = []
+    for variant in variants or [""]:
+        cfg = config_io.load_config(config, [*overrides, *variant.split()])
+        found = plan(cfg, worlds, scaling, run_world, local_world)
+        rows += [{**row, "variant": variant} for row in found] if variants else found
+    return rows
+
+
+def _answer_requests(parser: argparse.ArgumentParser, path: Path) -> int:
+    """Each request of the file at `path`, one after another in this process."""
+    try:
+        requests = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError) as error:
+        parser.error(f"--requests {path}: {error}")
+    for index, request in enumerate(requests):
+        try:
+            rows = _rows(
+                Path(request["config"]) if request.get("config") else None,
+                request.get("overrides", []),
+                request["world"],
+                request.get("scaling", "strong"),
+                request.get("run_world", 1),
+                request.get("local_world"),
+                request.get("variants"),
+            )
+        except (KeyError, TypeError) as error:
+            parser.error(f"--requests {path}, line {index + 1}: {error!r} is missing or wrong")
+        except ValueError as error:
+            parser.error(f"--requests {path}, line {index + 1}: {error}")
+        for row in rows:
+            print(json.dumps({**row, "request": index}))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m torch_impl.memory_plan",
@@ -248,7 +300,13 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     config_io.add_config_arguments(parser)
-    parser.add_argument("--world", type=_worlds, required=True, help="world sizes, e.g. 2,8,64")
+    parser.add_argument(
+        "--requests",
+        type=Path,
+        help="a file of plans, one JSON object a line (above): every row as JSON, with its "
+        "request's index",
+    )
+    parser.add_argument("--world", type=_worlds, help="world sizes, e.g. 2,8,64")
     parser.add_argument("--scaling", choices=("strong", "weak"), default="strong")
     parser.add_argument(
         "--run-world", type=int, default=1, help="the ranks the run had (its global batch)"
@@ -263,14 +321,22 @@ def main(argv: list[str] | None = None) -> int:
         "carry the variant); repeatable, '' for the configuration as given",
     )
     args = parser.parse_args(argv)
-    rows = []
-    for variant in args.variant or [""]:
-        try:
-            cfg = config_io.load_config(args.config, [*args.overrides, *variant.split()])
-        except ValueError as error:  # the config's own message names the key and the fix
-            parser.error(str(error))
-        found = plan(cfg, args.world, args.scaling, args.run_world, args.local_world)
-        rows += [{**row, "variant": variant} for row in found] if args.variant else found
+    if args.requests is not None:
+        return _answer_requests(parser, args.requests)
+    if args.world is None:
+        parser.error("--world is required (or --requests FILE)")
+    try:
+        rows = _rows(
+            args.config,
+            args.overrides,
+            args.world,
+            args.scaling,
+            args.run_world,
+            args.local_world,
+            args.variant,
+        )
+    except ValueError as error:  # the config's own message names the key and the fix
+        parser.error(str(error))
     for row in rows:
         if args.json:
             print(json.dumps(row))

@@ -1,6 +1,6 @@
 """What to change when a run does not fit the device at N (`compare.py --project N
 --device-memory G`): the memory levers a user reaches for first, each priced by the same plan
-as the run (`memory_at_n.plan_run` with the change set), in the order of what they cost in
+as the run (`memory_at_n.plan_runs` with the change set), in the order of what they cost in
 speed, and the first that fits named.
 
 The levers (the plan follows torch's trackers; a TensorFlow run is priced as DDP's replica):
@@ -127,16 +127,19 @@ def levers(
     """Every candidate change of every run with a row that does not fit `device` bytes, at
     those rows' worker counts; `profile_of`: the link profile that prices each run."""
     found = []
+    wanted = []  # (run, its rows that do not fit, its changes)
     for run in runs:
         short = {row.world: row for row in rows if row.label == run.row_label and row.fits is False}
-        if not short:
-            continue
-        changes = candidates(run)
-        if not changes:
-            continue
-        planned = memory_at_n.plan_run(
+        changes = candidates(run) if short else []
+        if changes:
+            wanted.append((run, short, changes))
+    requests = [
+        memory_at_n.PlanRequest(
             run, sorted(short), scaling or memory_at_n.own_scaling(run), changes
         )
+        for run, short, changes in wanted
+    ]
+    for (run, short, changes), planned in zip(wanted, memory_at_n.plan_runs(requests), strict=True):
         for change in changes:
             for entry in (entry for entry in planned if entry["variant"] == " ".join(change)):
                 row = short.get(entry["world"])

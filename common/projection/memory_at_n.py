@@ -37,7 +37,7 @@ from common.report.runs import RecordedRun
 
 UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 UNITS |= {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
-TIMEOUT_S = 600  # one run's worker counts; a 100M-parameter model steps in seconds
+TIMEOUT_S = 600  # a run's worker counts; a 100M-parameter model steps in seconds
 MARGIN = 0.15  # "fits": the total and this share more, the measured rule's error and then some
 
 
@@ -113,44 +113,55 @@ def fits(total: int, device: int) -> bool:
     return total * (1 + MARGIN) <= device
 
 
-def plan_run(
-    run: RecordedRun,
-    counts: list[int],
-    scaling: str,
-    variants: Sequence[Sequence[str]] = (),
-) -> list[dict[str, Any]]:
-    """The tracker's rows for `run` at `counts` workers (`torch_impl.memory_plan --json`); with
-    `variants`, the rows of each set of changes instead, all in one process, each row's
-    "variant" its changes space-separated (`common.projection.levers`). RuntimeError naming the
-    run and the tool's last line when it fails."""
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    """One run's plan: its worker counts, its scaling, and each set of changes to plan too."""
+
+    run: RecordedRun
+    counts: list[int]
+    scaling: str
+    variants: Sequence[Sequence[str]] = ()
+
+
+def plan_runs(requests: Sequence[PlanRequest]) -> list[list[dict[str, Any]]]:
+    """The tracker's rows of each request (`torch_impl.memory_plan --requests`), all in one
+    process: one torch start for a whole report. With variants, each row's "variant" is its
+    changes space-separated (`common.projection.levers`). RuntimeError naming the tool's last
+    line when it fails."""
+    if not requests:
+        return []
     with tempfile.TemporaryDirectory() as folder:
-        config = Path(folder) / "config.yaml"
-        config.write_text(yaml.safe_dump(run.start.config))
-        command = [
-            sys.executable,
-            "-m",
-            "torch_impl.memory_plan",
-            "--config",
-            str(config),
-            "--set",
-            f"torch.strategy={_strategy(run)}",
-            "--world",
-            ",".join(map(str, counts)),
-            "--scaling",
-            scaling,
-            "--run-world",
-            str(run.start.world_size),
-            "--local-world",
-            str(_ranks_per_node(run)),
-            "--json",
-        ]
-        for variant in variants:
-            command += ["--variant", " ".join(variant)]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
+        lines = []
+        for index, request in enumerate(requests):
+            config = Path(folder) / f"config-{index}.yaml"
+            config.write_text(yaml.safe_dump(request.run.start.config))
+            asked = {
+                "config": str(config),
+                "overrides": [f"torch.strategy={_strategy(request.run)}"],
+                "world": request.counts,
+                "scaling": request.scaling,
+                "run_world": request.run.start.world_size,
+                "local_world": _ranks_per_node(request.run),
+            }
+            if request.variants:
+                asked["variants"] = [" ".join(variant) for variant in request.variants]
+            lines.append(json.dumps(asked))
+        asked_file = Path(folder) / "requests.jsonl"
+        asked_file.write_text("\n".join(lines) + "\n")
+        command = [sys.executable, "-m", "torch_impl.memory_plan", "--requests", str(asked_file)]
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=TIMEOUT_S * len(requests)
+        )
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"memory at N for {run.label} failed: {last}")
-    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        labels = ", ".join(request.run.label for request in requests)
+        raise RuntimeError(f"memory at N for {labels} failed: {last}")
+    found: list[list[dict[str, Any]]] = [[] for _ in requests]
+    for line in done.stdout.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            found[row.pop("request")].append(row)
+    return found
 
 
 def memory_rows(
@@ -159,10 +170,13 @@ def memory_rows(
     """Every run at every count; `device`: the memory of one device in bytes (None: no
     verdict). `scaling` None takes each run's own batch mode (strong for a global batch)."""
     rows = []
-    for run in runs:
+    requests = [
+        PlanRequest(run, sorted(set(counts) | {run.start.world_size}), scaling or own_scaling(run))
+        for run in runs
+    ]
+    for run, planned in zip(runs, plan_runs(requests), strict=True):
         base, whole = _measured(run)
         world = run.start.world_size
-        planned = plan_run(run, sorted(set(counts) | {world}), scaling or own_scaling(run))
         at_own = next((found.get("peak") for found in planned if found["world"] == world), None)
         # never below 0: a peak under base + tensors is a transient the mark missed
         above = None if whole is None or at_own is None else max(0, whole - base - at_own)
