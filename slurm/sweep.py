@@ -5,17 +5,12 @@
         [--gpus-per-task 1] [--nodes N] [--exclusive] [--parallel] [--dry-run] [--wait]
         [--sizes 0.1M,10M,100M,1B] [--set k=v ...] [-- extra sbatch options]
 
-Every cell (framework x strategy x task count x model size x repeat) is one `sbatch
-slurm/run_slurm.sh` job; each framework runs the listed strategies it has (TensorFlow: mwms).
-The jobs run one after another (each depends on the one before, `--dependency=afterany`), so
-that no two cells share cores or links and skew each other's figures; --parallel lets SLURM
-run them together, and --exclusive gives each job whole nodes. --nodes spreads every cell over
-N nodes (its tasks must divide evenly); the layout is part of what compare.py compares. With
---dry-run the commands are printed and nothing is submitted. The manifest,
-`<results>/sweeps/<sweep>.json`, lists every cell with its job id and result folder, so
-`compare.py <manifest>` finds every run of the sweep, finished or failed (a cell whose folder
-has no metrics is reported as missing). --wait follows the jobs with `scontrol show job` until
-all have ended and records their states."""
+Every cell (framework x strategy x tasks x size x repeat) is one `sbatch slurm/run_slurm.sh`
+job. The jobs run one after another (`--dependency=afterany`), so that no two cells share cores
+or links; --parallel lets SLURM run them together. The manifest,
+`<results>/sweeps/<sweep>.json`, lists every cell's job id and folder, so `compare.py
+<manifest>` reports every run, finished or failed. --wait follows the jobs until they end.
+"""
 
 from __future__ import annotations
 

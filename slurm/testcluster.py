@@ -4,33 +4,14 @@
     python slurm/testcluster.py link --link RATE[,DELAY]|off [--dir DIR]
     python slurm/testcluster.py counters|down [--dir DIR]         (DIR: /tmp/suite-slurm)
 
-One cluster runs on a machine at a time (its names are machine-wide): `up` refuses, with exit
-status 3 and the owner named, while the cluster of a live owner (--owner, default the process
-that ran `up`) is up, and takes down a stale one whose owner is gone, saying so
-(slurm/testcluster_claim.py).
-
-`up` installs Debian's slurmctld, slurmd, slurm-client and munge if they are missing, and
-starts munged (unless one runs), slurmctld and one slurmd per node, without systemd. Every
-node is a network namespace of its own (`suite-n1`, ...) on a bridge, with its own hostname
-(`n1`, ...) and address (10.77.0.11, ...), so a job on two nodes really has two hosts, and
-cores of its own: each slurmd (and so every task it starts) is pinned with taskset to its
-share of this machine's cores, so that two "nodes" do not compete for the same ones.
-/etc/hosts gets one line per node, marked, so names resolve everywhere. The config lives in
---dir; jobs find it through SLURM_CONF. `down` stops exactly the daemons that `up` recorded in
---dir, deletes the namespaces, the bridge and the /etc/hosts lines. Facts that shaped it:
-EnforcePartLimits=ALL makes an impossible request fail at submission instead of pending
-forever; batch_sched_delay=0 starts a batch job in about a second; there is no accounting
-database, so jobs are followed with `scontrol show job` or `sbatch --wait`.
-
-`--link 100mbit` shapes every node's link both ways with a token bucket (tbf: the rate, a burst
-of 1 ms of it, 16 KiB at least, so that a collective of a few hundred kB sees the rate, not the
-burst; a queue deep enough not to drop), on the bridge's end of its veth (traffic to the node)
-and on the node's eth0 (traffic from it). A delay (`100mbit,1ms`) needs
-netem in a netem qdisc before the bucket; kernels without netem refuse it with that said.
-`counters` prints every node's veth byte and packet counters as JSON (what the node sent and
-received: the ground truth for the traffic a run put on the wire). Facts: tbf's rate is in
-tc's units (bit, kbit, mbit, gbit: bits per second); netem, fq and cake are not built into
-every kernel (this one has tbf and htb only).
+`up` installs Debian's slurmctld, slurmd, slurm-client and munge where missing and starts them
+without systemd: one network namespace per node (`n1`, 10.77.0.11, ...) on a bridge, each slurmd
+pinned to its share of the cores, so that a job on two nodes has two hosts and cores of its own.
+One cluster runs on a machine at a time: `up` refuses (exit 3, the owner named) while a live
+owner's cluster is up, and takes down a stale one (slurm/testcluster_claim.py). `down` stops
+exactly what `up` recorded in --dir. `--link` shapes every node's veth both ways with tc's tbf
+(a delay needs netem, which kernels without it refuse, saying so); `counters` prints every
+node's veth bytes and packets as JSON: the ground truth for what a run put on the wire.
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
-"""The TensorFlow baseline for the benchmark (`python -m common.tools.bench`), in a process
-of its own.
+"""The TensorFlow baseline for the benchmark (`python -m common.tools.bench`), in a process of its
+own.
 
     python -m tf_impl.bench --model NAME [--train-limit 6400] [--repeats 3] [--batch 64]
                             [--device auto|cpu|gpu] [--timed 1] [--paired | --plain-only]
-                            (NAME: any of common.models.zoo.MODELS)
 
-`plain loop`: a compiled step (the batch's gathers, forward, loss, gradients, optimizer) over the
-same preloaded, normalized arrays as the launched runs, with no strategy and no metrics, the model
-tested after each pass as the launched runs test it; the --timed passes over the data after the
-first are timed, its figure their median. It runs on the device the launched runs take for
-dist.device=--device (the GPU when TensorFlow sees one, for auto), in a process set up as one
-launched worker's (`tf_impl.dist.setup_distributed`: device, threads, strategy), the plain loop
-itself using no strategy. `--paired`: also the suite's own step against the plain loop's, taken in
-turn in this process (`paired_steps`; torch_impl.bench says why); `--plain-only` is the plain loop
-alone, as without it. Prints one JSON line {"model", "samples_per_s": {baseline: median samples/s},
-"step_s": {baseline: median step seconds}, "passes": {"plain loop": [samples/s of each timed pass]},
-and with --paired "paired": {"suite's step, paired": plain step / the suite's}}.
+`plain loop`: a compiled step (the batch's gathers, forward, loss, gradients, optimizer) over
+the same preloaded arrays as the launched runs, no strategy and no metrics, the model tested
+after each pass as they test it, in a process set up as one launched worker's. `--paired`
+also takes the suite's own step in turn with it (`paired_steps`; torch_impl.bench says why).
+Prints one JSON line, as torch_impl.bench does.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """A stop inside an epoch, agreed through TensorFlow's own `PreemptionCheckpointHandler`.
 
-The worker a SIGUSR1 reached writes the step to stop at into MWMS's coordination service; a
+The worker a SIGUSR1 reached writes the step to stop at into MWMS's coordination service and a
 thread on every worker waits for that key, so no step runs a collective for it (the suite's
-`Vote` runs an all-reduce after every call; `tf_impl.preemption_bench` measures both, and
-docs/runs.md has the figures). The handler saves through `save_fn`, the suite's
-own checkpoint of that boundary (folders, manifest, the epoch's loss sums), and leaves
-through `exit_fn`, which ends `at_boundary` with True.
-
-How it differs from the vote, both measured in docs/runs.md:
-  - it saves one call after the boundary where the signal is seen (the signalled worker sets
-    the step to the next call and waits for every worker's acknowledgement);
-  - it reads the suite's SIGUSR1 flag through `TerminationConfig.termination_watcher_fn`,
-    which it polls once a second;
-  - on a Google Cloud CPU VM the handler does nothing, so there the vote stays.
+`Vote` runs an all-reduce after every call: +60% on a small step, against +4% for the handler;
+docs/runs.md). The handler saves through `save_fn`, the suite's own checkpoint of that
+boundary, one call after the boundary where the signal is seen, and leaves through `exit_fn`.
+It reads the suite's SIGUSR1 flag through `termination_watcher_fn`, polled once a second. On a
+Google Cloud CPU VM the handler does nothing, so there the vote stays.
 """
 
 from __future__ import annotations

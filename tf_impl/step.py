@@ -1,21 +1,13 @@
 """One optimizer step on this worker's batch (`optimizer_step`, the twin of
-`torch_impl.step.optimizer_step`), and the compiled calls that run it: one step a call, or several
-in one call for train.steps_per_call; then evaluation, and the evaluation pass over the test set.
-The training program (`tf_impl.train`) builds the calls once per run.
+`torch_impl.step.optimizer_step`), and the compiled calls that run it: one step a call, or
+several in one call for train.steps_per_call; then the evaluation step and pass.
 
-What each part of a step means:
-  forward     the Keras model under the run's mixed-precision policy
-  loss        cross-entropy summed over the worker's batch and divided by the global batch
-              (`tf.nn.compute_average_loss`): the workers' shares add up to the global mean
-  fp16        `LossScaleOptimizer.scale_loss` multiplies it by the scale; `apply_gradients`
-              unscales, and skips the update when a gradient is inf or NaN (every worker the same)
-  backward    the tape's gradients of that scaled loss
-  update      `apply_gradients` sums the gradients over the workers (MWMS's all-reduce), then
-              applies the optimizer's step (no gradient clipping)
-  micro-      with train.accumulation_steps k, the worker's batch is split into k equal parts,
-  batches     each part's forward and backward run in turn and their gradients are added up
-              (each part's loss is already divided by the global batch); one apply_gradients,
-              so one all-reduce, per optimizer step
+The forward runs under the run's mixed-precision policy; the loss is the cross-entropy summed
+over the worker's batch and divided by the global batch (`tf.nn.compute_average_loss`), so the
+workers' shares add up to the global mean; under fp16 the loss-scale optimizer scales it and
+skips an update whose gradients hold inf or NaN (every worker the same); `apply_gradients`
+all-reduces the gradients (MWMS) and steps. With train.accumulation_steps k the batch's k parts
+run forward and backward in turn, their gradients added, and one apply_gradients follows.
 """
 
 from __future__ import annotations

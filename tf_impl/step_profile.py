@@ -1,20 +1,9 @@
 """Where a TensorFlow training step's time goes, from TensorFlow's own profiler: the step is
-profiled (`tf.profiler.experimental`), and xprof, the profiler's own reader, turns the XSpace it
-wrote into every op's self time on the host (its `framework_op_stats` tool, in a process of its
-own: `tf_impl.xspace_ops`), so nothing counts twice:
-
-  collectives   the Collective* ops (MWMS's all-reduce of the packed gradients, its gathers
-                and broadcasts): issuing and running them, and waiting for the peers
-  optimizer     the other ops under the optimizer's name scope: every variable's update
-  input         the ops that fetch the step's samples: gathers of the preloaded tensors
-                outside the model, the iterator's next
-  compute       every other op: the model's forward and backward, the loss
-  the rest      the step's wall time less all of the above: Python, the function call, the
-                executor's scheduling (ops that ran at once on several threads make it smaller)
-
-Each run records the split of its counted step (`StepSplit`, in every epoch record), as torch's
-does (`torch_impl.traffic.counted`). This module's command profiles --steps steps of a run's
-trainer, built as training builds it, and prints them, as `torch_impl.step_profile` does:
+profiled (`tf.profiler.experimental`) and xprof, in a process of its own (`tf_impl.xspace_ops`),
+turns the XSpace into every op's self time: collectives (the Collective* ops, their wait for
+the peers included), optimizer (the ops under its name scope), input (the step's gathers),
+compute (every other op) and the rest (Python, the function call, the executor). Each run
+records the split of its counted step, as torch's does.
 
     python -m common.launch --nproc 2 -- python -m tf_impl.step_profile \\
         --config configs/mlp_adam.yaml [--steps 20]

@@ -1,22 +1,15 @@
 """torchrun for SLURM jobs (`slurm/run_slurm.sh torchrun`): `python -m torch.distributed.run`,
-with the two things a preemptible job needs that torchrun does not do.
+with what a preemptible job needs that torchrun does not do.
 
     python -m torch_impl.agent [torchrun options] -m torch_impl.train [training options]
 
-- SIGUSR1, SLURM's warning before the time limit, is passed on to this agent's ranks. torchrun
-  handles only SIGTERM, SIGINT, SIGHUP and SIGQUIT (TORCHELASTIC_SIGNALS_TO_HANDLE), so SIGUSR1
-  would kill the agent, and its ranks run in sessions of their own (start_new_session), where
-  a signal to the agent's process group does not reach them.
-- When every rank exited with the preempted status (75: checkpointed, to be requeued), the
-  agent exits 75 too, instead of torchrun's 1 for any failed rank, so the job requeues itself.
-  When the first rank to fail refused the run (2: a bad config, the same on every rank), the
-  agent exits 2, so that a pod's restart rule on exit code 2 (k8s/) fails the job instead of
-  restarting it.
-- When a rank failed and the run has no run_end (its chief was killed), the agent writes it,
-  naming the rank that failed first and how (`common.core.run.run_end`).
-- Without `--log-dir`, `--redirects` or `--tee`, torchrun's log folder (`/tmp/torchelastic_*`)
-  holds only the ranks' error files, read when they fail, and torchrun never removes it: one
-  folder a job on every node. The agent removes it when torchrun returns.
+- SIGUSR1, SLURM's warning before the time limit, reaches the ranks (torchrun's agent dies of
+  it, and its ranks run in sessions of their own).
+- When every rank exited 75 (checkpointed, to be requeued) the agent exits 75, so the job
+  requeues; when the first rank to fail refused the run (exit 2), the agent exits 2, so that a
+  pod's restart rule on exit code 2 (k8s/) fails the job instead of restarting it.
+- A failed run without a run_end (its chief was killed) gets one, naming the rank at fault.
+- torchrun's log folder (`/tmp/torchelastic_*`), which it never removes, is removed.
 """
 
 from __future__ import annotations

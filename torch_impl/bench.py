@@ -1,25 +1,16 @@
-"""The PyTorch baselines for the benchmark (`python -m common.tools.bench`), in a process
-of their own.
+"""The PyTorch baselines for the benchmark (`python -m common.tools.bench`), in a process of their
+own.
 
     python -m torch_impl.bench --model NAME [--train-limit 6400] [--repeats 3] [--batch 64]
                                [--device auto|cpu|gpu] [--timed 1] [--paired | --plain-only]
-                               (NAME: any of common.models.zoo.MODELS)
 
-`plain loop`: a hand-written loop over the same preloaded tensors as the launched runs (no wrapper,
-no metrics), which tests the model after each epoch as the tutorials' loops and the launched runs
-do. `seed-style loop`: the tutorials' loop, a DataLoader with a per-sample transform and shuffle.
-Both build the model as the launched runs do (channels-last images) and take the optimizer
-implementation they take (`torch.optimizer_impl`, foreach Adam by default, not the for-loop that
-torch picks by itself on the CPU; docs/performance.md), so that "vs plain" measures the harness
-alone. The --timed passes after the first are timed, as the launched runs time their epochs after
-the first, and the plain loop's figure is their median. Both run on the device the launched runs
-take for dist.device=--device (the GPU when torch sees one, for auto), so that they are compared
-with the same hardware. `--paired`: also the suite's own step against the plain loop's, the two
-taken in turn in this process (`paired_steps`), so that a busy machine's slow spells, longer than a
-launch on some hosts, slow both alike. `--plain-only`: the plain loop alone. Prints one JSON line
-{"model", "samples_per_s": {baseline: median samples/s}, "step_s": {baseline: median step seconds},
-"passes": {"plain loop": [samples/s of each timed pass]}, and with --paired "paired": {"suite's
-step, paired": plain step / suite's step}}.
+`plain loop`: a hand-written loop over the same preloaded tensors as the launched runs, the
+model built as they build it and tested after each pass, on the same device with the same
+optimizer kernels, so that "vs plain" measures the harness alone. `seed-style loop`: the
+tutorials' DataLoader loop. `--paired` also takes the suite's own step in turn with the plain
+loop's in this process (`paired_steps`), so that a busy host's slow spells slow both alike.
+Prints one JSON line: {"model", "samples_per_s", "step_s", "passes", and with --paired
+"paired"}.
 """
 
 from __future__ import annotations

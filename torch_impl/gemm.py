@@ -16,10 +16,9 @@ MAX_SIZE = {"cpu": 2048, "cuda": 8192}  # about 0.1 s on 2 CPU cores, millisecon
 
 def gemm_flops(device: torch.device, precision: str) -> peak.Probe:
     """The faster of torch's two GEMM routes on the CPU: `torch.matmul` (BLAS: MKL) and the same
-    product as a 1x1 convolution (oneDNN, the route of the model's convolutions). MKL's sgemm
-    takes a path without AVX-512 on AMD CPUs: on this Zen 5 machine it reached 190 GFLOP/s on 2
-    threads where the oneDNN convolution reached 405 (and TensorFlow's matmul, oneDNN too,
-    437), so a matmul-only peak made the CNN's MFU read 80%. On CUDA: matmul (cuBLAS)."""
+    product as a 1x1 convolution (oneDNN, the route of the model's convolutions): MKL's sgemm
+    takes a path without AVX-512 on AMD CPUs, and a matmul-only peak made the CNN's MFU read
+    80% there (docs/performance.md). On CUDA: matmul (cuBLAS)."""
     dtype = DTYPES[precision]
 
     def matrices(size: int) -> tuple[torch.Tensor, torch.Tensor]:

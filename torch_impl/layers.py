@@ -188,11 +188,10 @@ class Dropout(nn.Module):
 
 def dropout(x: torch.Tensor, rate: float, training: bool) -> torch.Tensor:
     """`F.dropout` (inverted: kept values scaled by 1 / (1 - rate)), with the mask drawn as TF's
-    Dropout draws it on CPU: a uniform number per element compared with the rate. torch's CPU
-    `bernoulli_` fills element by element unless MKL runs on an Intel CPU; on this AMD machine
-    it took 4.1 ms for the CNN's [64, 64, 12, 12] mask where `torch.rand` takes 1.4. The same
-    generator is drawn from, so seeding and checkpointed RNG state still decide the masks. On
-    GPUs `F.dropout` is one fused kernel: kept."""
+    Dropout draws it on CPU: a uniform number per element compared with the rate, since torch's
+    CPU `bernoulli_` fills element by element unless MKL runs on an Intel CPU
+    (docs/frameworks.md). The same generator is drawn from, so seeding and checkpointed RNG
+    state still decide the masks. On GPUs `F.dropout` is one fused kernel: kept."""
     if not training or rate == 0:
         return x
     if x.device.type != "cpu":

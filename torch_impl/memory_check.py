@@ -1,19 +1,15 @@
-"""Check the memory plan (`torch_impl.memory_plan`, torch's trackers over a fake process group)
-against real ranks: each rank of a real launch builds the run's model as training does, steps
-it REAL_STEPS times on a real process group, and the CPU allocator itself counts every tensor
-allocated and freed meanwhile, on every thread (torch's profiler with profile_memory, with
-c10's `caffe2_report_cpu_memory_usage` on: `every_thread_counted`). Rank 0's peak of live
-tensor bytes in each steady step is set beside what the tracker says for the same
-configuration, world and per-rank batch: the lowest is the step whose collectives kept pace,
-as the tracker's do; the highest adds what a collective still in flight held.
+"""Check the memory plan (`torch_impl.memory_plan`) against real ranks: each rank of a real launch
+builds the run's model as training does and steps it REAL_STEPS times on a real process group,
+while the CPU allocator counts every tensor allocated and freed on every thread (torch's
+profiler with profile_memory, `every_thread_counted`). Rank 0's peak in each steady step is set
+beside the tracker's figure: the lowest is the step whose collectives kept pace, the highest
+adds what a collective still in flight held.
 
-    python -m common.launch --nproc 4 -- python -m torch_impl.memory_check \
+    python -m common.launch --nproc 4 -- python -m torch_impl.memory_check \\
         --config configs/mlp_adam.yaml --set torch.strategy=fsdp2 [--json]
 
-One configuration per launch, so that nothing a configuration before it left counts. What it
-covers: tensors on the CPU (a GPU's allocator has its own peak, `torch.cuda.max_memory_allocated`);
-the build's own transient (each rank generates the full weights before it keeps its shard) is
-reported apart, since the tracker starts after the build.
+One configuration per launch. Tensors on the CPU only; the build's own transient is reported
+apart, since the tracker starts after the build.
 """
 
 from __future__ import annotations

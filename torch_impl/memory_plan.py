@@ -2,35 +2,16 @@
 ranks: torch's own memory trackers (`torch.distributed._tools`) follow two optimizer steps of
 rank 0 over a fake process group of N ranks, in this one process, on the CPU.
 
-    python -m torch_impl.memory_plan --config configs/mlp_adam.yaml --set torch.strategy=fsdp2 \
-        --world 2,8,64 [--scaling strong|weak] [--json]
+    python -m torch_impl.memory_plan --config configs/mlp_adam.yaml --set torch.strategy=fsdp2 \\
+        --world 2,8,64
     python -m torch_impl.memory_plan --requests FILE   # several runs' plans, one process
 
-A requests file holds one JSON object a line, each a plan as the flags above give it:
-{"config": PATH, "overrides": [...], "world": [...], "scaling": ..., "run_world": N,
-"local_world": N or null, "variants": [...]}; each row printed carries its line's "request"
-index (compare.py --device-memory plans every run of a report this way, one torch start for all).
-
-The model is built as the training program builds it (`torch_impl.parallel.build_parallel`:
-fully_shard per unit on the meta device, then only this rank's shards get storage), with the
-run's optimizer and precision, and steps on a random batch of the per-rank size at N (in k
-micro-batches with train.accumulation_steps k: MemTracker, the replica's tracker, follows each
-as an iteration of its own, its peak kept; fully_shard's does not follow k > 1). The fake
-group's collectives move nothing, but they allocate what the real ones would (all-gather and
-reduce-scatter buffers), so the tracker sees them. What it counts, at the step's peak:
-  params       fully_shard: this rank's shards and the units gathered at that moment;
-               ddp/single: the replica
-  grads        the same split for the gradients
-  optimizer    the optimizer's state (Adam: 2 tensors per parameter, on the shards), with
-               the temporaries of its step
-  activations  kept for the backward, with the backward's temporaries and the inputs
-  buffers      the collectives' buffers (all-gather and reduce-scatter outputs; ddp: its
-               gradient buckets, one more copy of the gradients)
-Tensor bytes only: the process's own base (the framework, the data, CUDA's context) is not a
-tensor; `common.projection.memory_at_n` adds the run's measured baseline to it.
-Tracker used: FSDPMemTracker for fully_shard (fsdp2, hsdp), MemTracker for the replica (single;
-ddp is the replica stepped alone, since the fake group cannot run DDP's all-reduce hook, plus
-its buckets). fsdp1 is not priced: neither tracker follows FSDP1's flat parameters.
+The model is built as training builds it, with the run's optimizer and precision, and steps on
+a random batch of the per-rank size at N. The fake group's collectives allocate what the real
+ones would, so the tracker counts, at the step's peak: parameters, gradients, optimizer state,
+activations and the collectives' buffers (tensor bytes only: `memory_at_n` adds the base).
+FSDPMemTracker follows fully_shard (fsdp2, hsdp), MemTracker the replica (single, ddp); fsdp1
+is not priced (neither follows its flat parameters).
 """
 
 from __future__ import annotations

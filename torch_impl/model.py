@@ -23,10 +23,10 @@ __all__ = ["Model", "build_model", "dropout", "keep_gradient_strides", "meta_mod
 class Model(nn.Module):
     """Runs a described model; every layer is a child module, named by its canonical name.
 
-    The image stage runs channels-last (NHWC, TensorFlow's layout too): on this 2-core CPU the
-    CNN's conv2 ran 3.5x faster forward and 1.5x forward and backward in it, max-pooling 8x (5.1
-    ms of a 33 ms step in NCHW). Parameters keep their usual layout, so DDP's buckets and FSDP's
-    flat or sharded parameters see ordinary tensors. Results equal NCHW's to rounding.
+    The image stage runs channels-last (NHWC, TensorFlow's layout too), where the CPU's
+    convolutions and pooling run faster (docs/performance.md). Parameters keep their usual
+    layout, so DDP's buckets and FSDP's flat or sharded parameters see ordinary tensors.
+    Results equal NCHW's to rounding.
     """
 
     def __init__(self, net: zoo.Net):

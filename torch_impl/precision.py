@@ -1,24 +1,12 @@
 """Mixed precision on every torch strategy, loss scaling under fp16, and TF32.
 
-What a strategy does with `torch.mixed_precision` follows from its registry entry
-(`common.core.config.strategies`; `common.core.measure.precision.numerics` records the meaning):
-  precision_by autocast   `torch.autocast` around the forward: fp32 parameters, low-precision
-                          compute, fp32 gradients (DDP reduces those). single, ddp.
-  precision_by wrapper    the wrapper's policy (torch_impl.parallel): fully_shard's
-                          `MixedPrecisionPolicy(param_dtype=low, reduce_dtype=fp32)`, FSDP1's
-                          `MixedPrecision(..., buffer_dtype=low)`: fp32 sharded parameters,
-                          gathered in the low precision, gradients reduced in fp32.
-fp16 adds dynamic loss scaling, and every rank must skip the same steps:
-  plain parameters        `torch.amp.GradScaler`: DDP's gradients are already all-reduced when
-                          the scaler looks for inf/NaN, so every rank sees the same.
-  DTensor parameters      `torch.amp.GradScaler` as well: its unscale of DTensor gradients
-                          all-reduces the found-inf flag over the mesh (pytorch PR 132816;
-                          torchtitan docs/fsdp.md). fsdp2, hsdp.
-  flat parameters         `ShardedGradScaler`, which all-reduces found-inf over the process
-                          group itself (torch/distributed/fsdp/sharded_grad_scaler.py,
-                          `_unscale_grads_` + `unscale_`). fsdp1.
-The scaler's state is part of the checkpoint (one file per rank), so a resumed run goes on
-with the scale it had.
+A strategy's registry entry (`common.core.config.strategies`) says how it casts: single and ddp
+by `torch.autocast` around the forward (fp32 parameters and gradients); fully_shard and FSDP1 by
+their wrapper's policy (fp32 shards gathered in the low precision, gradients reduced in fp32).
+Under fp16 every rank must skip the same steps: `torch.amp.GradScaler` sees DDP's gradients
+already all-reduced, and all-reduces the found-inf flag itself for DTensor gradients (fsdp2,
+hsdp; pytorch PR 132816); FSDP1's flat parameters take `ShardedGradScaler`, which all-reduces it
+over the process group. The scaler's state is in every checkpoint.
 """
 
 from __future__ import annotations

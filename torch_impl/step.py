@@ -1,23 +1,13 @@
 """One optimizer step on this rank's batch: the whole of its maths, in one function.
 
-The trainer (`torch_impl.train.TorchTrainer.train_step`) calls `optimizer_step` once per step;
-its twin is `tf_impl.step.optimizer_step`. What each line means on every strategy:
-  forward     under `torch.autocast` where the strategy casts by autocast (single, ddp); the
-              FSDP wrappers cast by their own policy (`torch_impl.precision`)
-  loss        cross-entropy, the mean over this rank's batch, in fp32
-  backward    DDP and FSDP average the gradients over the data-parallel ranks, so the update
-              follows the mean over the global batch
-  fp16        the loss is multiplied by the scaler's scale before backward; the scaler unscales
-              the gradients and skips the update when one is inf or NaN (every rank the same)
-  update      the optimizer's step at the learning rate of this step (no gradient clipping)
-The loss returned is this rank's share of the global-batch mean: the ranks' shares add up to it.
-
-With train.accumulation_steps k the rank's batch is split into k equal micro-batches: each one's
-mean loss, divided by k, is backpropagated, so that the summed gradient is that of the batch's
-mean, and the optimizer steps once. The gradients are exchanged on the last micro-batch only:
-DDP and FSDP1 skip it inside `no_sync()`, fully_shard (fsdp2, hsdp) by
-`set_requires_gradient_sync(False)`; fully_shard still all-gathers each unit for every
-micro-batch, as its resharding says.
+`optimizer_step` is called once per step by `torch_impl.train.TorchTrainer.train_step`; its twin
+is `tf_impl.step.optimizer_step`. The forward runs under autocast where the strategy casts so;
+the loss is the cross-entropy mean over this rank's batch in fp32, and DDP and FSDP average the
+gradients over the data-parallel ranks, so the update follows the global-batch mean; under fp16
+the scaler scales the loss and skips an update whose gradients hold inf or NaN (every rank the
+same). With train.accumulation_steps k the batch is split into k micro-batches, each one's loss
+divided by k, and the gradients cross the network on the last one only (`no_sync()`, or
+fully_shard's `set_requires_gradient_sync(False)`).
 """
 
 from __future__ import annotations

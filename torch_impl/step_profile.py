@@ -1,21 +1,9 @@
 """Where a training step's time goes, from torch's profiler: one rank of any launcher builds the
-run's trainer exactly as training does, takes a few steps to warm up, then profiles `--steps`
-steps and splits their time (each event's self time, so nothing counts twice; an aten op
-inside one of the ranges below is that range's, torch_impl.traffic.split_seconds):
-
-  collectives   c10d ops and the backend's (gloo, NCCL) events: issuing and running them
-  waiting       the FSDP ranges that wait for the collectives they issued: fully_shard's
-                all_gather and post_backward_reduce; FSDP1's pre-forward and pre- and
-                post-backward hooks (which also hold those hooks' own Python); and the time
-                a collective the backend runs on its own thread (DDP's gloo all-reduce) runs
-                while the step's thread runs no op: DDP's wait at the end of the backward
-  FSDP + DTensor the rest of FSDP's hooks and copies (FSDP::*, fsdp::*,
-                FullyShardedDataParallel.*, the DTensor subclass dispatch, the autograd hooks
-                it registers)
-  optimizer     the optimizer's step and zero_grad, their kernels included
-  compute       the other aten ops: the model's forward and backward, the loss
-  the rest      the step's wall time less all of the above: Python in the suite's step and
-                the autograd engine
+run's trainer exactly as training does, warms up, profiles `--steps` steps and splits their
+time by each event's self time (so nothing counts twice; `torch_impl.traffic.split_seconds`):
+collectives, waiting (FSDP's ranges that wait for the collectives they issued, and DDP's
+exposed wait), FSDP + DTensor, optimizer, compute (the other aten ops) and the rest (the
+step's Python and the autograd engine).
 
     python -m common.launch --nproc 2 -- python -m torch_impl.step_profile \\
         --config configs/mlp_adam.yaml --set torch.strategy=fsdp2

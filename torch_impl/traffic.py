@@ -1,18 +1,12 @@
-"""The collectives one piece of work issues on this rank, counted from torch's profiler: each
-c10d op (`c10d::allreduce_`, `c10d::_allgather_base_`, ...) is one call of its kind, and its
-bytes are those of the tensor the rank hands it. An op given a list of tensors (DDP's
-`allreduce_`) shows no sizes at the c10d level; its backend event (`gloo:all_reduce`,
-`nccl:...`), one per c10d op and in the same order, gives them.
+"""The collectives one piece of work issues on this rank, counted from torch's profiler: each c10d
+op (`c10d::allreduce_`, `c10d::_allgather_base_`, ...) is one call of its kind, its bytes those
+of the tensor the rank hands it (for a list of tensors, DDP's, its backend event's sizes).
 
-The same profile splits the work's time by each event's own (self) time, so that nothing counts
-twice (`category`): collectives (c10d ops and the backend's events, FSDP's waits on them), the
-sharding wrapper's own work (FSDP's hooks and copies, DTensor's dispatch) and compute (aten
-ops). On the CPU the aten ops' time is the math; on a GPU it is only their launch.
-
-A collective the backend runs on a thread of its own (gloo's DDP all-reduce) is an async event
-with no self time, and the op that waits for it (DDP's reducer, at the end of the backward) is
-no event at all: its exposed time, when the backend ran and no op of the step's threads did, is
-the step's wait for it (`exposed_seconds`); the rest of its run overlapped the computation.
+The same profile splits the work's time by each event's self time (`category`): collectives,
+the sharding wrapper's own work, and compute (aten ops: the math on a CPU, only the launch on a
+GPU). A collective the backend runs on a thread of its own (gloo's DDP all-reduce) has no self
+time and its wait is no event: the time it ran while no op of the step's threads did is the
+step's wait for it (`exposed_seconds`).
 """
 
 from __future__ import annotations

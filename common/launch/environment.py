@@ -1,17 +1,12 @@
 """The one place that reads the launch environment and turns it into a `ClusterSpec`.
 
-Launchers understood, in this order:
-  torchrun / common.launch  RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR/PORT
-                            (common.launch adds TF_CONFIG with one free localhost port per rank)
-  srun                      SLURM_PROCID, SLURM_LOCALID, SLURM_STEP_NUM_TASKS,
-                            SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE, SLURM_JOB_ID
-  TF_CONFIG alone           a Kubeflow TFJob: chief and workers, one process per task
-                            (`common.launch.tf_config`)
-  PET_* alone               a Kubeflow TrainJob pod without torchrun (`common.launch.kubeflow`)
-  nothing                   one process on this machine
-
-Nothing else in the suite reads SLURM_*, RANK and friends (`common.launch.cluster.write_tf_config`
-is the one writer of TF_CONFIG).
+Launchers understood, in this order: torchrun and common.launch (RANK, LOCAL_RANK, WORLD_SIZE,
+MASTER_ADDR/PORT); srun (SLURM_PROCID, SLURM_LOCALID, SLURM_STEP_NUM_TASKS,
+SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE, SLURM_JOB_ID); TF_CONFIG alone (a Kubeflow
+TFJob, `common.launch.tf_config`); PET_* alone (a Kubeflow TrainJob pod without torchrun,
+`common.launch.kubeflow`); nothing (one process on this machine). Nothing else in the suite
+reads these variables, and `common.launch.cluster.write_tf_config` is the one writer of
+TF_CONFIG.
 
     python -m common.launch.environment rendezvous-endpoint   # torchrun's c10d endpoint of a job
 """

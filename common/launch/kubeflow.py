@@ -1,21 +1,15 @@
 """What Kubeflow's training operators put in a pod's environment, read into a `ClusterSpec`
 (`common.launch.environment` asks here first when it sees them).
 
-  TrainJob (Trainer v2)  PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR
-                         (<job>-node-0-0.<job>, a JobSet name) and PET_MASTER_PORT. torch runs
-                         under torchrun, which takes them as its defaults and sets RANK... for
-                         every process; TensorFlow (Trainer v2 has no runtime for it) runs one
-                         process per pod, read here: node i is <job>-node-0-i.<job> (the pod of
-                         completion index i of the JobSet's one node Job), and worker
-                         r listens on PET_MASTER_PORT + 1 + r.
-  PyTorchJob (v1)        MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK = the pod's index, with
-                         PET_NPROC_PER_NODE: one process per pod is read as it is; more need
-                         torchrun in the pod (RANK is the node's, not the process's).
+  TrainJob (Trainer v2)  PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR and
+                         PET_MASTER_PORT: torch runs under torchrun, which reads them; a
+                         TensorFlow pod (no runtime of its own) is read here: node i is
+                         <job>-node-0-i.<job>, worker r listens on PET_MASTER_PORT + 1 + r.
+  PyTorchJob (v1)        MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK = the pod's index.
   TFJob (v1)             TF_CONFIG, read by `common.launch.tf_config`.
 
-An elastic node count (PET_NNODES=1:4) is torchrun's to use: its workers are restarted at the
-world of each attempt and resume from the run's checkpoint (docs/runs.md). A process that
-torchrun does not start (TensorFlow's, a PyTorchJob's own) has a fixed world: refused there.
+An elastic node count (PET_NNODES=1:4) is torchrun's to use; a process torchrun does not start
+has a fixed world, and an elastic count is refused there.
 """
 
 from __future__ import annotations

@@ -2,18 +2,12 @@
 
     python -m common.launch --nproc 2 -- python -m torch_impl.train --config configs/mlp_adam.yaml
 
-Each rank gets torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
-MASTER_ADDR, MASTER_PORT) and a TF_CONFIG naming one free localhost port per rank, so the same
-launcher starts either framework. Output lines are prefixed with the rank. When a rank fails,
+Each rank gets torchrun's variables and a TF_CONFIG naming one free localhost port per rank,
+so the same launcher starts either framework; output lines carry the rank. When a rank fails
 the others are stopped (SIGTERM, then SIGKILL after --grace seconds) and the launcher exits
-with the failing rank's exit code (128 + signal number for a rank killed by a signal), or,
-with --max-restarts K, starts every rank again up to K times.
-
-Signals to the launcher: SIGINT, SIGTERM and SIGHUP (a closed terminal) stop every rank, which
-write run_end (aborted) naming the signal; SIGUSR1 (a scheduler's warning before the time
-limit) is passed on to the ranks, which checkpoint at the next step boundary (with a step
-cadence) or the epoch's end and leave with exit 75, and so does the launcher, saying at which
-step or epoch and how to resume.
+with the failing rank's code, or with --max-restarts K starts every rank again. SIGINT, SIGTERM
+and SIGHUP stop every rank, which write run_end naming the signal; SIGUSR1 (a scheduler's
+warning) is passed on, and the ranks checkpoint and leave with exit 75, as the launcher does.
 """
 
 from __future__ import annotations

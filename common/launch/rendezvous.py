@@ -1,26 +1,15 @@
 """A start-up check before a framework joins its peers: every rank reports to the chief.
 
-TensorFlow's MultiWorkerMirroredStrategy waits forever for a worker that never starts (seen here:
->400 s, whatever the collective timeout says). So before TF starts, the ranks meet over plain TCP
-on the chief's rendezvous port (`ClusterSpec.master_port`, which TF itself does not use):
+TensorFlow's MultiWorkerMirroredStrategy waits forever for a worker that never starts. So before
+it starts, the ranks meet over plain TCP on the chief's rendezvous port: the chief acknowledges
+each hello, names the missing ranks after each of `attempts` equal parts of the timeout, and
+answers "go" or "abort"; the others retry until the chief is up, then wait for its answer. The
+whole start-up is bounded by dist.startup_timeout_s (and GRACE_S), a missing worker is named on
+every rank, and a rank that reached something that never answers says so (`what_is_at`).
 
-  chief    listens, acknowledges each hello at once ("arrived"), and when all are in, answers
-           every rank "go". It waits timeout_s in all, in `attempts` equal parts, printing the
-           missing ranks after each; after the last one it answers "abort" with their names and
-           raises.
-  others   connect (retrying while the chief is not up yet), say their rank, wait for the
-           acknowledgement, then for the answer: timeout_s in all, and GRACE_S more for the
-           chief's own verdict, which comes first.
-
-So the whole start-up is bounded by dist.startup_timeout_s (and GRACE_S), whatever the number of
-attempts (as torch's store is, `torch_impl.dist`): a missing worker is named on every rank, and a
-rank that reached something that accepts connections but never answers (a stopped chief, a stale
-process holding the port) says so (`what_is_at` tells which it was).
-
-Where the launcher does not tell the peers' hosts (torchrun gives each worker only MASTER_ADDR), the
-meeting learns them: each rank says the TensorFlow port it took, the chief reads each rank's
-address off its connection and answers every rank the whole list with the "go". torchrun's agent
-holds MASTER_PORT (its rendezvous store), so that meeting is on MASTER_PORT + 1.
+Where the launcher does not tell the peers' hosts (torchrun gives only MASTER_ADDR), the
+meeting learns them: each rank says its TensorFlow port, the chief reads each address off its
+connection and answers the whole list. Under torchrun the meeting is on MASTER_PORT + 1.
 """
 
 from __future__ import annotations

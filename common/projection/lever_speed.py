@@ -2,25 +2,13 @@
 (`compare.py --project N --device-memory G`, `common.projection.levers`): the run's own step
 and counted collectives (`step_model.project`) with what the lever changes.
 
-accumulation   train.accumulation_steps k, the global batch kept (k micro-batches a rank). The
-               gradients are exchanged once per optimizer step, as now: DDP and FSDP1 skip the
-               all-reduce inside no_sync(), fully_shard its reduce-scatter, MWMS applies once.
-               fully_shard's and FSDP1's all-gathers come once per micro-batch: k / k_run as
-               many. The compute of k micro-batches against the whole batch's is taken from
-               a measured pair as checkpointing's is (on a CPU smaller micro-batches may run
-               faster, their activations in the caches: docs/model_size.md); without one it
-               is taken as equal, and the run to make is named. A model with batch
-               normalization is not priced: its statistics are all-reduced in every
-               micro-batch's forward and backward, and the records count those all-reduces
-               with the gradients'.
-checkpointing  the recomputed forward from a measured pair, never assumed: two runs of the
-               results of the run's framework and model, with checkpointing and without, at
-               one per-rank batch (the run's strategy preferred). The ratio of their compute
-               (each step less its priced communication; the profiled compute where both have
-               a step split) multiplies the run's. Without such a pair it is not priced, and
-               the run to make is named.
-A change of strategy (fsdp2 for a replica) is not priced from the run (another strategy's
-collectives): a run of the results made with it is projected instead (`levers.speed_of`).
+- accumulation (k micro-batches): the gradients still cross once per optimizer step, but
+  fully_shard's and FSDP1's all-gathers come k times; the compute of k micro-batches comes from
+  a measured pair, else it is taken as the whole batch's and the run to make is named. A model
+  with batch normalization is not priced (its statistics all-reduce in every micro-batch).
+- checkpointing: the recomputed forward's factor from a measured pair (two runs with it and
+  without, same framework, model and per-rank batch), never assumed; without one, not priced.
+- a change of strategy is not priced from the run: a run made with it is projected instead.
 """
 
 from __future__ import annotations

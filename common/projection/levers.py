@@ -1,22 +1,12 @@
 """What to change when a run does not fit the device at N (`compare.py --project N
---device-memory G`): the memory levers a user reaches for first, each priced by the same plan
-as the run (`memory_at_n.plan_runs` with the change set), in the order of what they cost in
-speed, and the first that fits named.
-
-The levers (the plan follows torch's trackers; a TensorFlow run is priced as DDP's replica):
-- gradient accumulation, 2 then 4 micro-batches (train.accumulation_steps), where the run holds
-  a whole replica (ddp, single, MWMS): the plan follows it on the replica only
-  (`torch_impl.memory_plan.untracked`);
-- activation checkpointing of the model's blocks (model.activation_checkpointing=blocks),
-  where the model has blocks and the run is fully sharded (the plan follows checkpointing under
-  fully_shard only);
-- fully_shard (torch.strategy=fsdp2), where a torch run holds a whole replica;
-- fully_shard with checkpointing.
-Each keeps the run's base and what its measured peak held above the tensors (as memory_at_n
-carries them). A lever's samples/s at N is the projection's for a run of the results made with
-that change, where there is one; else the run's own projection with what the lever changes
-(`common.projection.lever_speed`: accumulation's all-gathers, checkpointing's recomputed
-forward from a measured pair), where that can be priced; `speed_from` says which.
+--device-memory G`): the levers a user reaches for first, each priced by the same plan as the
+run (`memory_at_n.plan_runs` with the change set), cheapest in speed first, and the first that
+fits named: gradient accumulation (2, then 4 micro-batches) where the run holds a replica;
+checkpointing the model's blocks where it is fully sharded; fully_shard where a torch run holds
+a replica; fully_shard with checkpointing. Each keeps the run's base and what its peak held
+above the tensors. A lever's samples/s at N comes from a run of the results made with the
+change, else from the run's own projection with what the lever changes
+(`common.projection.lever_speed`); `speed_from` says which.
 """
 
 from __future__ import annotations

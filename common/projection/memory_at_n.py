@@ -1,22 +1,13 @@
 """Memory at the projected worker counts (`compare.py --project 8,64 --device-memory 80GiB`):
 what one rank of each run holds at N, whether that fits the device, and what it is made of.
 
-A rank's whole peak is three parts, each carried to N by what it scales with:
-- tensors: torch's own memory trackers over a fake process group of N ranks
-  (`torch_impl.memory_plan`, run in a subprocess: `common` imports no framework), stepping the
-  run's model, optimizer and precision on the per-rank batch at N. A TensorFlow MWMS run is
-  priced as its replica: the tracker's DDP figure for the same model (parameters, gradients,
-  optimizer state, one more copy of the gradients for the all-reduce's buffers), since
-  TensorFlow has no such tracker;
-- the base (the framework, the data, on a GPU whatever the allocator held before the model):
-  the run's own measured `baseline_bytes`, carried unchanged;
-- above both: the run's measured peak (the largest rank's; on a GPU the caching allocator's
-  reservation where recorded) less its base and the tracker's tensors at the run's own size.
-  It is what the allocator keeps after a free, the collective library's buffers and threads,
-  the autograd graph, Python's objects, TensorFlow's runtime. Carried unchanged, since it does
-  not follow the tensors (the measurements are in docs/communication.md, "The whole rank");
-  "fits" keeps MARGIN spare for the rule's error.
-At the run's own size the total is its measured peak, the run table's "peak MiB/rank".
+A rank's whole peak is three parts, each carried to N by what it scales with: the tensors
+(torch's memory trackers over a fake process group of N ranks, `torch_impl.memory_plan`, run in
+a subprocess; a TensorFlow MWMS run priced as DDP's replica of its model), the base (the run's
+measured `baseline_bytes`, unchanged), and what the run's measured peak held above both (the
+allocator's cache, the collective library's buffers, Python's objects: unchanged, since it does
+not follow the tensors; docs/communication.md, "The whole rank"). "fits" keeps MARGIN spare.
+At the run's own size the total is its measured peak.
 """
 
 from __future__ import annotations

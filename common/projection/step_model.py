@@ -2,33 +2,16 @@
 (`common.projection.link_profile`): its compute per step, and the collectives it issued per step
 (the epoch records' traffic) priced by the profile at the projected world size.
 
-  step time at N = the rest at N + communication at N, given as a range: full overlap
-  (the larger of the two) to none (their sum)
-  the rest at N  = the measured step less its communication at the run's own size, in three
-                   parts by the step split the run recorded (`Epoch.step_split`, one profiled
-                   step: torch on the CPU):
-                   compute (the model's math) x run workers / N under strong scaling (a
-                   global batch), unchanged under weak;
-                   optimizer x the run's shards / the shards at N (a replica's stays);
-                   overhead, all the rest (the sharding wrapper's hooks and copies, issuing
-                   and waiting for collectives beyond their price, Python): unchanged.
-                   Without a split (TensorFlow, a GPU, older records) all of it is taken as
-                   compute, and a caveat says so
-  communication  = for each collective kind: calls x steps(kind, algorithm, group) x alpha per
-                   step + wire bytes at N x beta (`LinkProfile.seconds`), where an
-                   all-gather's shard shrinks with the shard group and the ring's wire bytes
-                   follow the group's size (`common.core.measure.traffic.wire_bytes`); the
-                   steps are the ring's 2(n-1) for an all-reduce and n-1 for the others (gloo,
-                   TensorFlow's RING), or NCCL's fewer of ring and tree (2 ceil(log2 n));
-                   a hybrid strategy's (hsdp) shard collectives on the profile's intra_node
-                   tier and its replicas' all-reduce on its inter_node tier, where measured
-
-Under strong scaling a world larger than the global batch is not projected (a rank would hold
-no sample); the caveat names the largest that keeps one per rank, and `scaling="weak"` keeps
-each rank's batch instead.
+  step at N      = the rest at N + communication at N, from full overlap (the larger) to none
+                   (the sum)
+  the rest at N  = the measured step less its communication, split by the run's step split:
+                   compute scales with the per-rank batch (strong scaling), the optimizer with
+                   the shards, the overhead stays; without a split all of it is compute
+  communication  = per collective kind: calls x the algorithm's steps at N x alpha per step
+                   + the wire bytes' time at N (`LinkProfile.seconds`)
 
 Every number here is a model's: it ignores contention between ranks of one host, congestion
-and the framework's own overlap of communication with compute beyond the range given.
+and overlap beyond the range given. docs/communication.md, section 3, says each rule and why.
 """
 
 from __future__ import annotations

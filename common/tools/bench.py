@@ -5,26 +5,12 @@ both pipelines, beside each framework's plain-loop baselines, in one run.
         [--compile eager,compiled] [--tf-ranks 1,2] [--set torch.wrap=size]
         [--vary torch.sharding=shard_grad_op] [--against REF] [--floor] [--out RESULTS/bench.json]
 
-Every measurement is repeated --repeats times, interleaved (each round measures every cell once),
-and reported as median and spread, and each row's ratio to its plain loop also round by round (a
-slow spell of a shared host shows as one round's figure; the ratio of two medians may set a slow
-round of one against a quiet round of the other). Nothing here imports a framework. Each framework's
-baselines run in a process of their own (`python -m torch_impl.bench --paired`, `python -m
-tf_impl.bench --paired`), which prints one JSON line: {"model": ..., "samples_per_s": {baseline
-name: samples/s}, ...}; their row "suite's step, paired" is the suite's own step taken in turn with
-the plain loop's in that process, so that a busy machine's slow spells slow both alike. Strategies
-run as real launches (`common.launch`); their samples/s, step and MFU are medians over
---timed-epochs epochs after the first (which includes warm-up, tracing and compiling), as the plain
-loops' are over as many passes after their first. --compile adds torch.compile / tf.jit_compile
-cells; each --vary KEY=VALUE adds a cell beside every strategy that reads KEY (--set changes every
-cell). --against REF measures every cell on that commit of the suite too, checked out by `git
-worktree` into a temporary folder, right after this tree's in each round, so that "before" and
-"after" see the same machine. --floor measures each plain loop once more in every round, after its
-framework's launches (row "plain loop, again"): its ratio to the plain loop is what the host's noise
-alone gives, under which no other ratio of the table resolves anything. Prints a table (and, with
---against, a second one with both). --out writes this tree's rows, with the host and the time, where
-compare.py finds them among its results: its verdict then sets each framework's harness ratio (its
-cell against its plain loop) beside the framework comparison.
+Each round measures every cell once, --repeats rounds interleaved; a cell is a real launch, its
+figures the medians over the epochs after its first. The table gives each cell's median, spread
+and ratio to its plain loop, also round by round and step by step (`common.tools.bench_table`).
+The baselines run in a process of their own (no framework is imported here). --against REF measures the cells on that commit too, --floor each
+plain loop once more: the host's noise. --out writes the rows where compare.py's verdict finds
+them. docs/performance.md says what each row means.
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
 """What a lost rank costs each framework and strategy: one rank is SIGKILLed at a fixed step
-(`SUITE_KILL_AT`), the launcher starts every rank again, and the run goes on from its last
-step checkpoint. Launchers: `local` (`python -m common.launch --max-restarts 1`) or `slurm`
-(`sbatch --wait slurm/run_slurm.sh` with SUITE_MAX_RESTARTS=1, on the cluster SLURM_CONF names;
-one node, every rank a task).
+(`SUITE_KILL_AT`), the launcher starts every rank again (`local`: `python -m common.launch
+--max-restarts 1`; `slurm`: `slurm/run_slurm.sh` with SUITE_MAX_RESTARTS=1), and the run goes
+on from its last step checkpoint.
 
     python -m common.tools.failure_cost [--cases torch-ddp,torch-fsdp2,tf-mwms] [--nproc 2]
         [--every 20] [--kill-at 50] [--launcher local|slurm] [--out DIR]
 
-Per case, three launches (and a fourth that resumes at half the ranks):
-- the run with a checkpoint every --every steps: its step time, and each checkpoint's save
-  (the chief's clock over every rank's part, from the manifests);
-- the same run, rank 1 killed after step --kill-at: the time to notice (from the kill to the
-  failed launch's run_end reaching the metrics file), the time to recover (from there to the
-  first step record after the resume), the steps lost, and the load of the checkpoint;
-- a copy of the first run's folder, cut back to a checkpoint, resumed at half the ranks: the
-  load with resharding.
-Times are wall clock, read as each record reaches the metrics file (polled every 5 ms).
+Per case: the step time and each checkpoint's save; the time to notice the loss (kill to the
+failed launch's run_end) and to recover (to the first step after the resume), the steps lost;
+and the checkpoint's load, also resharded to half the ranks. Times are read as each record
+reaches the metrics file.
 """
 
 from __future__ import annotations

@@ -5,19 +5,11 @@ them, in about a minute. Exits 1 naming the first check that failed.
                                      [--links-dir results] [--links-max-bytes BYTES]
     sbatch -N2 --ntasks-per-node=1 slurm/run_slurm.sh preflight      (the same, as srun steps)
 
-For each framework it runs, with the launcher the runs use (common.launch here, srun in a job):
-  probe  every rank brings up its process group / strategy and reports versions (framework,
-         CUDA, cuDNN, NCCL), the device it sees, its threads, the TF32 setting and the
-         precisions the hardware runs; then all-reduce timings from 8 B to 64 MiB, reported as
-         nccl-tests does: algbw = bytes / time, busbw = algbw x 2(n-1)/n (the bytes each link
-         carries in a ring, comparable across rank counts).
-  links  (2 ranks or more) the framework's link tool (`torch_impl.links`, `tf_impl.links`):
-         all-reduce, all-gather and reduce-scatter timed from 8 B to 64 MiB and fitted to a
-         latency and a bandwidth each, written as `<links-dir>/links-<framework>.json`, where
-         `compare.py --project` finds it beside the runs; torch's on several nodes of several
-         ranks each also times the links within a node and across nodes (`--tiers`).
-  train  20 steps of every strategy at every precision the probe found, each a real launch of
-         the training program on MNIST.
+Per framework, with the launcher the runs use: `probe` (versions, device, threads, TF32 and
+the precisions the hardware runs, and all-reduce algbw and busbw from 8 B to 64 MiB, as
+nccl-tests reports them); `links` (2 ranks or more: the framework's link tool, written as
+`<links-dir>/links-<framework>.json` for `compare.py --project`); `train` (20 steps of every
+strategy at every precision the probe found, each a real launch).
 """
 
 from __future__ import annotations

@@ -1,22 +1,14 @@
 """The machine's measured peak FLOP/s, the denominator of MFU (model FLOPs utilization).
 
-Every rank times a square GEMM at the run's compute precision with its own threads, on its own
-device; the figure is cached under the host's name, processor, device, precision and thread
-count (`$SUITE_CACHE_DIR`, default ~/.cache/dist-mnist/peak_flops.json) with when and how it was
-measured, so later runs of either framework on that machine divide by the same peak. Ranks that
-share a machine time it at the same moment, each with its share of the cores, so their sum is
-what the machine gives them.
-
-The probe measures a rate in bounded time (`probe_gemm`): the matrices grow until one product
-takes TARGET_CALL_S, and the best of the products timed within BUDGET_S counts, so a precision
-the processor only emulates (bf16 at about 1 GFLOP/s on a CPU without bf16 instructions) costs
-seconds, not minutes. A figure measured on a busy machine (load above its cores) is measured
-again once the machine is quieter; a new figure replaces the cached one only when it is higher;
-and a run whose MFU exceeds 100% measures again (`common.core.train.loop`).
-
     MFU = samples/s x FLOPs per training sample / sum of the ranks' peaks
 
-FLOPs per sample come from the model definition (`common.models.weights.train_flops_per_sample`).
+Every rank times a square GEMM at the run's compute precision with its own threads and device,
+at the same moment as the ranks sharing its machine, so their sum is what the machine gives
+them. The probe grows its matrices until one product takes TARGET_CALL_S and keeps the best
+within BUDGET_S, so an emulated precision costs seconds. The figure is cached per host,
+processor, device, precision and threads (`$SUITE_CACHE_DIR`, default
+~/.cache/dist-mnist/peak_flops.json) with how it was measured; a higher figure replaces it, one
+measured under load is measured again, and a run whose MFU exceeds 100% measures again.
 """
 
 from __future__ import annotations

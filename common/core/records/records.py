@@ -1,20 +1,17 @@
 """The metrics schema: one pydantic model per record of a run's `metrics.jsonl`, JSON Lines
 written by the chief only.
 
-  RunStart  once: provenance (framework, versions, strategy, world, hosts, devices, config,
-            config hash, git commit, seed, numerics, threads)
+  RunStart  once per launch: provenance (framework, versions, strategy, world, hosts, devices,
+            config and its hash, git commit, seed, numerics, threads)
   Resume    after run_start when a launch goes on from a checkpoint
-  Step      optional, every train.log_every_steps steps: the global mean loss
-  Epoch     once per epoch: global means, timings and what their clocks covered, throughput,
-            step-time percentiles, every rank's memory (`MemoryEntry`), replica agreement, MFU
+  Step      every train.log_every_steps steps, optional: the global mean loss
+  Epoch     once per epoch: means, timings, throughput, step-time percentiles, every rank's
+            memory, replica agreement, MFU
   RunEnd    once per launch: status, totals, time to target accuracy
 
-Each field says what it means and its unit (`doc`); the published JSON Schema
-(`common.core.records.schema`, docs/metrics.schema.json) and the reader's checks
-(`common.core.records.record_json`)
-are both generated from these classes (pydantic models, `common.core.records.fields`). A field
-marked `added` came after version 1 was published: the suite always writes it, and a reader
-accepts files written before it (None).
+Each field says what it means and its unit (`doc`); the JSON Schema (docs/metrics.schema.json)
+and the reader's checks are generated from these classes. A field marked `added` came after
+version 1: the suite always writes it, and a reader accepts files written before it.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """A training process's own temporary folder, removed as it leaves.
 
-The training programs leave with `os._exit` (`common.core.train.main`), which runs no atexit
-handler. TensorFlow's AutoGraph writes the source of every function it converts to a file in
-the temporary folder and removes it from an atexit handler
-(tensorflow/python/autograph/pyct/loader.py), so every TensorFlow run left its
-`__autograph_generated_file*.py` files (eight for a plain run) in /tmp, thousands over a sweep
-or a test session. The TensorFlow side takes a folder of its own under the temporary folder
-(TMPDIR, else /tmp) for what the process writes there, and leaving removes it. A process killed
-outright (SIGKILL) leaves that one folder, named after its host, its pid namespace and its pid;
-the next process on that host and namespace that takes a folder removes those of processes that
-no longer run (a folder whose pid runs again, or another host's or container's, stays).
-
-torch's side keeps the shared temporary folder: Inductor's and Triton's compile caches live
-there (torchinductor_<user>), and they are meant to outlive a run.
+The training programs leave with `os._exit`, which runs no atexit handler, and TensorFlow's
+AutoGraph removes the source files of the functions it converts from one: every TensorFlow run
+left its `__autograph_generated_file*.py` files in /tmp. So the TensorFlow side writes its
+temporary files into a folder of its own (under TMPDIR, else /tmp), removed as it leaves; a
+process killed outright leaves that folder, named after its host, pid namespace and pid, and
+the next process there removes those of processes that no longer run. torch's side keeps the
+shared folder: Inductor's compile caches are meant to outlive a run.
 """
 
 from __future__ import annotations
