@@ -19,10 +19,6 @@ if str(REPO_ROOT) not in sys.path:
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(REPO_ROOT), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
 )
-# The two pytest-xdist workers' ranks share the cores: an OpenMP thread that waits for work
-# sleeps instead of spinning (torch's ranks; a CNN run beside a busy core took 30% less CPU and
-# 20% less time). It changes how threads wait, not what they compute.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # Runs under test measure the machine's GEMM peak while other tests load it: their figures go to
 # a cache of the session's own (inherited by every launched rank), never to the user's.
