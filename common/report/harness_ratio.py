@@ -20,6 +20,15 @@ if TYPE_CHECKING:
     from common.report.rows import RunGroup
 
 PATTERN = "bench*.json"
+# what a row holds where the bench wrote it (older files lack some)
+OPTIONAL = (
+    "step_p50_s",
+    "paired",
+    "vs_plain_by_round",
+    "steps_per_epoch",
+    "beyond_steps_s",
+    "per_epoch_s",
+)
 NAMES = {"torch": "torch", "tf": "TensorFlow"}
 # a launched cell of one rank: "<framework> <strategy>[ x1] / <pipeline>", no compile or --vary
 ONE_RANK = re.compile(r"^(torch|tf) (\w+)(?: x1)? / (\w+)$")
@@ -38,7 +47,7 @@ class Bench:
     measured, and the command."""
 
     path: Path
-    rows: list[dict[str, Any]]
+    rows: list[dict[str, Any]]  # also steps_per_epoch, beyond_steps_s and per_epoch_s where written
     host: str
     measured: str
     command: list[str]
@@ -63,6 +72,15 @@ class Bench:
         ]
         return statistics.median(found[0]) if found and found[0] else None
 
+    def per_epoch(self, model: str, variant: str) -> float | None:
+        """The seconds the row's epoch pays beyond its steps over its plain loop's, where
+        written (None also where it is 0.0: nothing to say)."""
+        return self._figure(model, variant, "per_epoch_s")
+
+    def steps_per_epoch(self, model: str, variant: str) -> int | None:
+        found = self._figure(model, variant, "steps_per_epoch")
+        return int(found) if found else None
+
     def _figure(self, model: str, variant: str, key: str) -> float | None:
         found = [r[key] for r in self.rows if r["model"] == model and r["variant"] == variant]
         return float(found[0]) if found and found[0] else None
@@ -76,7 +94,7 @@ def read(path: Path) -> Bench:
         rows = [
             {
                 **{key: row[key] for key in keys},
-                **{key: row.get(key) for key in ("step_p50_s", "paired", "vs_plain_by_round")},
+                **{key: row.get(key) for key in OPTIONAL},
             }
             for row in data["rows"]
         ]
@@ -122,6 +140,35 @@ def ratios(
     return found
 
 
+def at_length(bench: Bench, model: str, variant: str, steps: int) -> float | None:
+    """The row's speed over its plain loop's at epochs of `steps` steps: both at their median
+    step, each epoch paying once what it pays beyond its steps (the bench's epochs may be
+    shorter than a user's, and a cost per epoch weighs less in a longer one). None without the
+    figures."""
+    framework = variant.split()[0]
+    plain = f"{framework} plain loop"
+    step, plain_step = bench.step(model, variant), bench.step(model, plain)
+    extra = bench.per_epoch(model, variant)
+    plain_rest = bench._figure(model, plain, "beyond_steps_s")
+    if not step or not plain_step or extra is None or plain_rest is None:
+        return None
+    return (steps * plain_step + plain_rest) / (steps * step + plain_rest + extra)
+
+
+def _epochs(bench: Bench, model: str, variant: str, steps: int | None) -> str:
+    """What the row's epoch pays once beyond the plain loop's, and what that makes of the ratio
+    at the compared runs' own epochs of `steps` steps."""
+    extra, own = bench.per_epoch(model, variant), bench.steps_per_epoch(model, variant)
+    if extra is None or not own:
+        return ""
+    said = f"; {extra * 1e3:+.1f} ms an epoch beyond its steps, against the plain loop's, on "
+    said += f"the bench's {own}-step epochs"
+    ratio = at_length(bench, model, variant, steps) if steps and steps != own else None
+    if ratio is not None:
+        said += f": {ratio:.2f}x at these runs' {steps}-step epochs"
+    return said
+
+
 def _steps(per_step: float | None, by_round: float | None, paired: float | None) -> str:
     """What the bench said besides the medians' ratio: round by round, step by step across the
     launches, and taken in turn."""
@@ -148,9 +195,12 @@ def _floor(bench: Bench, model: str, framework: str) -> str:
     )
 
 
-def sentences(benches: list[Bench], model: str, pipeline: str) -> list[str]:
+def sentences(
+    benches: list[Bench], model: str, pipeline: str, steps: int | None = None
+) -> list[str]:
     """What each bench says of `model` on `pipeline`: both harness ratios, and the plain
-    loops' own comparison."""
+    loops' own comparison; `steps`: the compared runs' steps an epoch, at which a cost per
+    epoch is weighed."""
     said = []
     for bench in benches:
         found = ratios(bench, model, pipeline)
@@ -160,6 +210,7 @@ def sentences(benches: list[Bench], model: str, pipeline: str) -> list[str]:
         parts = [
             f"{variant} runs at {ratio:.2f}x {NAMES[framework]}'s plain loop"
             + _steps(per_step, by_round, bench.paired(model, framework))
+            + _epochs(bench, model, variant, steps)
             + _floor(bench, model, framework)
             for framework, (variant, _, ratio, per_step, by_round) in sorted(
                 found.items(), reverse=True
@@ -176,6 +227,16 @@ def sentences(benches: list[Bench], model: str, pipeline: str) -> list[str]:
                 f"cells {suites:.2f}x: the rest, {suites / between:.2f}x, is the harnesses', not "
                 "the frameworks'"
             )
+            lengths = [
+                at_length(bench, model, found[fw][0], steps) if steps else None
+                for fw in ("torch", "tf")
+            ]
+            own = bench.steps_per_epoch(model, found["torch"][0])
+            if lengths[0] and lengths[1] and steps != own:
+                line += (
+                    f"; at these runs' {steps}-step epochs, with each cost per epoch weighed "
+                    f"there, {lengths[0] / lengths[1]:.2f}x"
+                )
         said.append(line + ".")
     return said
 
@@ -187,5 +248,7 @@ def attach(groups: list[RunGroup], results: list[str]) -> list[str]:
     for group in groups:
         config = group.runs[0].start.config
         pipeline = config.get("data", {}).get("pipeline", "tensor")
-        group.harness = sentences(benches, group.runs[0].start.model, pipeline)
+        epochs = [epoch.steps for run in group.runs for epoch in run.epochs]
+        steps = statistics.median_low(epochs) if epochs else None
+        group.harness = sentences(benches, group.runs[0].start.model, pipeline, steps)
     return problems

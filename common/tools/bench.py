@@ -1,5 +1,4 @@
-"""Training throughput of every torch strategy and TensorFlow's MultiWorkerMirroredStrategy, for
-both pipelines, beside each framework's plain-loop baselines, in one run.
+"""Training throughput of every strategy of both frameworks beside each one's plain loop.
 
     python -m common.tools.bench [--models mlp,cnn] [--frameworks torch,tf] [--nproc 2]
         [--compile eager,compiled] [--tf-ranks 1,2] [--set torch.wrap=size]
@@ -7,10 +6,12 @@ both pipelines, beside each framework's plain-loop baselines, in one run.
 
 Each round measures every cell once, --repeats rounds interleaved; a cell is a real launch, its
 figures the medians over the epochs after its first. The table gives each cell's median, spread
-and ratio to its plain loop, also round by round and step by step (`common.tools.bench_table`).
-The baselines run in a process of their own (no framework is imported here). --against REF measures the cells on that commit too, --floor each
-plain loop once more: the host's noise. --out writes the rows where compare.py's verdict finds
-them. docs/performance.md says what each row means.
+and ratio to its plain loop, also round by round and step by step, and what its epoch pays once
+beyond its steps against the plain loop's (`common.tools.bench_table`): a cost per epoch weighs
+less in a longer one. The baselines run in a process of their own (no framework is imported
+here). --against REF measures the cells on that commit too, --floor each plain loop once more:
+the host's noise. --out writes the rows where compare.py's verdict finds them.
+docs/performance.md says what each row means.
 """
 
 from __future__ import annotations
@@ -38,11 +39,13 @@ def reason(failed: Exception) -> str:
     return said[-1] if said else lines[0] if lines else type(failed).__name__
 
 
-def measure_rounds(cells: list[Cell], repeats: int, before: Path | None) -> tuple[Tally, Tally]:
+def measure_rounds(
+    cells: list[Cell], repeats: int, before: Path | None, steps: int = 0
+) -> tuple[Tally, Tally]:
     """Every cell once per round (drift hits all alike), on this tree and, given `before`, on
     that one right after it. A cell the other tree cannot run (a setting it lacks) is said once
     and left out there; a failure on this tree stops the bench."""
-    now, then = Tally(), Tally()
+    now, then = Tally(steps=steps, batch=BATCH), Tally(steps=steps, batch=BATCH)
     lacking: set[str] = set()
     for repeat in range(repeats):
         for cell in cells:
@@ -180,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     cells = measurements(args, chosen)
     with contextlib.ExitStack() as stack:
         before = stack.enter_context(worktree.checked_out(commit)) if commit else None
-        now, then = measure_rounds(cells, args.repeats, before)
+        now, then = measure_rounds(cells, args.repeats, before, args.train_limit // BATCH)
     print("\n".join(main_table(now)))
     if args.out is not None:
         given = sys.argv[1:] if argv is None else argv

@@ -1,6 +1,7 @@
 """The benchmark's tables (`common.tools.bench`): every row's median and spread over the
-repeats, its ratio to its framework's plain loop (in samples/s, and step by step) and its MFU;
-with `--against REF`, the same rows measured on that commit beside them."""
+repeats, its ratio to its framework's plain loop (in samples/s, and step by step), what its
+epoch takes beyond its steps against the plain loop's, and its MFU; with `--against REF`, the
+same rows measured on that commit beside them."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ class Tally:
     # step), "paired" (a baseline's: the plain step over the suite's, taken in turn)
     figures: dict[tuple[str, str, str], list[float]] = field(default_factory=dict)
     ranks: dict[Row, int] = field(default_factory=dict)
+    steps: int = 0  # an epoch's steps (0: not known), each of `batch` samples
+    batch: int = 0
 
     def add(self, row: Row, ranks: int, speed: float, figures: dict[str, float | None]) -> None:
         self.speeds.setdefault(row, []).append(speed)
@@ -49,6 +52,27 @@ class Tally:
         plain = self.figure((row[0], f"{row[1].split()[0]} plain loop"), "step_s")
         return plain / step if step and plain else None
 
+    def beyond_steps(self, row: Row) -> list[float]:
+        """Round by round, the seconds of the row's epoch beyond its steps at their median:
+        what an epoch pays once (its start, its slow steps, what runs between steps), apart from
+        what it pays per step. Empty where the steps or the epoch's length are not known."""
+        steps = self.figures.get((*row, "step_s"), [])
+        if not self.steps or len(steps) != len(self.speeds.get(row, [])):
+            return []
+        samples = self.steps * self.batch
+        rounds = zip(self.speeds[row], steps, strict=True)
+        return [samples / speed - self.steps * step for speed, step in rounds]
+
+    def per_epoch(self, row: Row) -> float | None:
+        """The seconds the row's epoch pays beyond its steps, over what its plain loop's pays:
+        the median of the rounds' differences. None for the plain loop itself, a paired row, and
+        a row without the figures."""
+        plain = (row[0], f"{row[1].split()[0]} plain loop")
+        if row == plain or self.figure(row, "paired") is not None:
+            return None
+        pairs = list(zip(self.beyond_steps(row), self.beyond_steps(plain), strict=False))
+        return statistics.median(own - loop for own, loop in pairs) if pairs else None
+
     def by_round(self, row: Row) -> list[float]:
         """The row's samples/s over its framework's plain loop's, round by round: each pair a few
         measurements apart, where the ratio of the medians may set one round's slow spell
@@ -71,6 +95,10 @@ def _ratio(value: float | None, width: int) -> str:
     return f"{value:{width}.2f}" if value is not None else f"{'-':>{width}}"
 
 
+def _milliseconds(seconds: float | None, width: int) -> str:
+    return f"{seconds * 1e3:{width}.1f}" if seconds is not None else f"{'-':>{width}}"
+
+
 def _width(tally: Tally) -> int:
     """The variant column's width: its longest name."""
     return max([36, *(len(variant) for _, variant in tally.speeds)])
@@ -81,12 +109,13 @@ def main_table(tally: Tally) -> list[str]:
     wide = _width(tally)
     lines = [
         f"\n{'model':<6} {'variant':<{wide}} {'ranks':>5} {'samples/s':>10} {'spread':>7} "
-        f"{'vs plain':>8} {'per step':>8} {'MFU':>6} {'eval MFU':>8}",
+        f"{'vs plain':>8} {'per step':>8} {'+ms/ep':>7} {'MFU':>6} {'eval MFU':>8}",
         "(MFU: training, eval MFU: the evaluation's forward passes, both against the ranks' "
         "summed GEMM peak, common.core.measure.peak)",
         "(median of the repeats; spread = (max - min) / median; vs plain: against the same "
         "framework's plain loop, only from 2 repeats on; per step: the plain loop's median step "
-        "over the row's)",
+        "over the row's; +ms/ep: what the row's epoch takes beyond its steps at their median, "
+        "over what the plain loop's does, a cost per epoch, not per step)",
         "(suite's step, paired: the suite's train_step and the plain loop's step taken in turn "
         "in one process, so that a slow spell of a busy machine slows both; its per step is "
         "theirs)",
@@ -105,6 +134,7 @@ def main_table(tally: Tally) -> list[str]:
         lines.append(
             f"{model_name:<6} {variant:<{wide}} {tally.ranks[row]:>5} {middle:>10,.0f} "
             f"{spread_text} {ratio} {_ratio(tally.per_step(row), 8)} "
+            f"{_milliseconds(tally.per_epoch(row), 7)} "
             f"{_percent(tally.figure(row, 'mfu'), 6)} {_percent(tally.figure(row, 'eval'), 8)}"
         )
         if spread > SPREAD_WARNING:
@@ -160,6 +190,7 @@ def rows(tally: Tally) -> list[dict[str, Any]]:
     for (model_name, variant), speeds in tally.speeds.items():
         middle = statistics.median(speeds)
         by_round = tally.by_round((model_name, variant))
+        beyond = tally.beyond_steps((model_name, variant))
         found.append(
             {
                 "model": model_name,
@@ -172,6 +203,9 @@ def rows(tally: Tally) -> list[dict[str, Any]]:
                 "step_p50_s": tally.figure((model_name, variant), "step_s"),
                 "paired": tally.figure((model_name, variant), "paired"),
                 "vs_plain_by_round": by_round if len(by_round) > 1 else None,
+                "steps_per_epoch": tally.steps or None,
+                "beyond_steps_s": statistics.median(beyond) if beyond else None,
+                "per_epoch_s": tally.per_epoch((model_name, variant)),
             }
         )
     return found

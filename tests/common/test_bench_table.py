@@ -47,3 +47,23 @@ def test_one_round_shows_no_round_by_round_ratios():
     tally = measured([{PLAIN: 1000.0, CELL: 990.0}])
     assert not any("round by round" in line for line in bench_table.main_table(tally))
     assert all(row["vs_plain_by_round"] is None for row in bench_table.rows(tally))
+
+
+def test_a_cost_per_epoch_is_told_apart_from_the_cost_per_step():
+    # 100 steps of 0.75 ms in both; the plain loop's epoch pays 1 ms beyond them, the cell's 17
+    tally = bench_table.Tally(steps=100, batch=64)
+    for _ in range(3):
+        tally.add(PLAIN, 1, 6400 / 0.076, {"step_s": 0.00075})
+        tally.add(CELL, 1, 6400 / 0.092, {"step_s": 0.00075})
+    assert tally.per_step(CELL) == pytest.approx(1.0)
+    assert tally.beyond_steps(PLAIN) == pytest.approx([0.001] * 3)
+    assert tally.per_epoch(CELL) == pytest.approx(0.016)
+    assert tally.per_epoch(PLAIN) is None
+    line = next(line for line in bench_table.main_table(tally) if line.startswith("mlp    torch s"))
+    assert "0.83     1.00    16.0" in line, line
+    row = next(r for r in bench_table.rows(tally) if r["variant"] == CELL[1])
+    assert row["steps_per_epoch"] == 100
+    assert row["per_epoch_s"] == pytest.approx(0.016)
+    assert row["beyond_steps_s"] == pytest.approx(0.017)
+    # without the epoch's length (an older bench's tally) nothing is made up
+    assert bench_table.Tally().beyond_steps(CELL) == []

@@ -26,7 +26,7 @@ class TfOneRank(OneRank):
         return {"tensorflow": "2.21.0"}
 
 
-def write_run(path, trainer, speed):
+def write_run(path, trainer, speed, steps=10):
     with records.MetricsWriter(path) as writer:
         start = records.recorder.run_start(
             records.CFG, trainer, run_id=path.parent.name, devices=["cpu"], hosts=[]
@@ -35,7 +35,8 @@ def write_run(path, trainer, speed):
         written = []
         for number, accuracy in ((1, 0.88), (2, 0.93)):
             epoch = records.changed(records.epoch(number, accuracy, 2.0 * number), memory=[])
-            written.append(writer.write(records.changed(epoch, samples_per_s=speed)))
+            epoch = records.changed(epoch, samples_per_s=speed, steps=steps, samples=steps * 64)
+            written.append(writer.write(epoch))
         end = records.recorder.run_end(
             records.CFG, status="success", epochs=written, total_time_s=4.5, error=None
         )
@@ -108,6 +109,37 @@ def test_the_verdict_gives_both_harness_ratios_beside_the_framework_comparison(r
     assert "Between the plain loops torch is 1.12x TensorFlow" in bench
     assert "between these cells 1.19x: the rest, 1.06x, is the harnesses'" in bench
     assert "loader" not in bench
+
+
+def test_the_verdict_weighs_a_cost_per_epoch_at_the_runs_own_epochs(tmp_path, capsys):
+    # the bench's epochs: 100 steps; torch's cell pays 16 ms an epoch beyond its plain loop at
+    # the same step, TensorFlow's 2 ms; the compared runs' epochs: 937 steps (all of MNIST)
+    write_run(tmp_path / "torch-single" / "metrics.jsonl", OneRank(), 86_000.0, steps=937)
+    write_run(tmp_path / "tf-mwms" / "metrics.jsonl", TfOneRank(), 72_000.0, steps=937)
+    tally = Tally(steps=100, batch=64)
+    epochs = {  # variant: (median step, seconds of the epoch beyond its steps)
+        "torch plain loop": (0.00075, 0.001),
+        "torch single / tensor": (0.00075, 0.017),
+        "tf plain loop": (0.0009, 0.001),
+        "tf mwms x1 / tensor": (0.0009, 0.003),
+    }
+    for _ in range(3):
+        for variant, (step, beyond) in epochs.items():
+            speed = 6400 / (100 * step + beyond)
+            tally.add(("mlp", variant), 1, speed, {"step_s": step})
+    measured_files.write(tmp_path / "bench.json", rows(tally), ["python -m bench"])
+    code, out = verdict(tmp_path, capsys)
+    assert code == 0, out.err
+    assert (
+        "torch single / tensor runs at 0.83x torch's plain loop (0.83x round by round; 1.00x "
+        "step by step); +16.0 ms an epoch beyond its steps, against the plain loop's, on the "
+        "bench's 100-step epochs: 0.98x at these runs' 937-step epochs" in out.out
+    ), out.out
+    assert "+2.0 ms an epoch beyond its steps" in out.out
+    assert (
+        "the rest, 0.84x, is the harnesses', not the frameworks'; at these runs' 937-step "
+        "epochs, with each cost per epoch weighed there, 0.98x" in out.out
+    ), out.out
 
 
 def test_the_verdict_gives_the_rounds_ratio_where_a_spell_split_the_medians(results, capsys):
