@@ -1,8 +1,8 @@
 """docs/extending.md stays true: the code map it points to names every module, and its
-checklists name every file an extension touches. A throwaway model with a new layer kind is
-added to a copy of the tree by the checklists of "A model" and "A model with a new layer kind"
-alone; the files it had to touch must be the files they name, and the copy's tests of every
-model must pass."""
+checklists name every file an extension touches. A throwaway model with a new layer kind, and a
+throwaway optimizer (Adamax), are added to copies of the tree by their checklists alone; the
+files each had to touch must be the files the checklists name, and the copy's own tests of the
+new model or optimizer must pass."""
 
 import os
 import re
@@ -76,8 +76,9 @@ def test_every_module_is_in_the_map():
     assert not missing, f"the code map does not say what these are: {', '.join(missing)}"
 
 
-def test_a_model_with_a_new_layer_kind_takes_exactly_the_files_its_checklists_name(tmp_path):
-    named = set().union(*(checklist(title) for title in CHECKLISTS))
+def _edited_copy(tmp_path: Path, edits: dict) -> tuple[Path, set[str], dict[str, str]]:
+    """A copy of the tree's tracked files with `edits` made and `make docs` run in it: (the
+    copy, the files that differ from this tree's, the environment its tests run in)."""
     listed = subprocess.run(
         ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout.split()
@@ -86,7 +87,7 @@ def test_a_model_with_a_new_layer_kind_takes_exactly_the_files_its_checklists_na
         if (REPO / name).is_file():
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, copy / name)
-    for name, edit in EDITS.items():
+    for name, edit in edits.items():
         before = (copy / name).read_text(encoding="utf-8")
         after = edit(before)
         assert after != before, f"the edit of {name} found nothing to change"
@@ -101,19 +102,14 @@ def test_a_model_with_a_new_layer_kind_takes_exactly_the_files_its_checklists_na
         for name in listed
         if (REPO / name).is_file() and (copy / name).read_bytes() != (REPO / name).read_bytes()
     }
-    assert touched == named, (
-        f"the checklists name {sorted(named - touched)} that it did not touch; "
-        f"it touched {sorted(touched - named)} that they do not name"
-    )
-    tests = [
-        "tests/common/test_weights.py",
-        "tests/torch/test_units.py",
-        "tests/tf/test_units.py",
-        "tests/common/test_docs.py",
-    ]
+    return copy, touched, env
+
+
+def _copy_passes(copy: Path, env: dict[str, str], tests: list[str], chosen: str) -> str:
+    """The copy's own tests `tests`, those `chosen` (-k): their summary, after they passed."""
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests]
-        + ["-k", "tanhnet or reference_pages"],
+        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", *tests]
+        + ["-k", chosen],
         cwd=copy,
         env=env,
         capture_output=True,
@@ -121,4 +117,108 @@ def test_a_model_with_a_new_layer_kind_takes_exactly_the_files_its_checklists_na
         timeout=600,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "5 passed" in done.stdout, done.stdout[-2000:]  # both layouts, round trip, 2 sides
+    return done.stdout
+
+
+def _named_is_touched(named: set[str], touched: set[str]) -> None:
+    assert touched == named, (
+        f"the checklists name {sorted(named - touched)} that it did not touch; "
+        f"it touched {sorted(touched - named)} that they do not name"
+    )
+
+
+def test_a_model_with_a_new_layer_kind_takes_exactly_the_files_its_checklists_name(tmp_path):
+    named = set().union(*(checklist(title) for title in CHECKLISTS))
+    copy, touched, env = _edited_copy(tmp_path, EDITS)
+    _named_is_touched(named, touched)
+    tests = [
+        "tests/common/test_weights.py",
+        "tests/torch/test_units.py",
+        "tests/tf/test_units.py",
+        "tests/common/test_docs.py",
+    ]
+    said = _copy_passes(copy, env, tests, "tanhnet or reference_pages")
+    assert "5 passed" in said, said[-2000:]  # both layouts, round trip, 2 sides
+
+
+# A throwaway optimizer, Adamax with torch's update rule, written in as a newcomer would.
+TORCH_ADAMAX = """    if optim.name == "adamax":
+        return torch.optim.Adamax(
+            parameters,
+            lr=optim.lr,
+            betas=common_optim.ADAM_BETAS,
+            eps=common_optim.ADAM_EPSILON,
+            weight_decay=optim.weight_decay,
+            **flags,
+        )
+    return torch.optim.Adadelta("""
+KERAS_ADAMAX = """class TorchAdamax(_CoupledWeightDecay, keras.optimizers.Adamax):
+    def update_step(self, gradient, variable, learning_rate):
+        lr = ops.cast(learning_rate, variable.dtype)
+        gradient = self._decayed(gradient, variable)
+        step = ops.cast(self.iterations + 1, variable.dtype)
+        beta_1 = ops.cast(self.beta_1, variable.dtype)
+        beta_2 = ops.cast(self.beta_2, variable.dtype)
+        m = self._m[self._get_variable_index(variable)]
+        u = self._u[self._get_variable_index(variable)]
+        self.assign(m, beta_1 * m + (1 - beta_1) * gradient)
+        epsilon = ops.cast(self.epsilon, variable.dtype)
+        self.assign(u, ops.maximum(beta_2 * u, ops.abs(gradient) + epsilon))
+        self.assign_sub(variable, (lr / (1 - ops.power(beta_1, step))) * m / u)
+
+
+def build_optimizer("""
+KERAS_BRANCH = """    elif optim.name == "adamax":
+        beta_1, beta_2 = common_optim.ADAM_BETAS
+        optimizer = TorchAdamax(
+            learning_rate=optim.lr, beta_1=beta_1, beta_2=beta_2, epsilon=common_optim.ADAM_EPSILON
+        )
+    else:"""
+OPTIMIZER_EDITS = {
+    "common/core/config/config.py": lambda text: text.replace(
+        'Literal["sgd", "adam", "adadelta"]', 'Literal["sgd", "adam", "adadelta", "adamax"]'
+    ),
+    "torch_impl/optim.py": lambda text: text.replace(
+        "    return torch.optim.Adadelta(", TORCH_ADAMAX
+    ),
+    "tf_impl/optim.py": lambda text: text.replace("def build_optimizer(", KERAS_ADAMAX, 1).replace(
+        "    else:", KERAS_BRANCH, 1
+    ),
+    "tests/common/test_config.py": lambda text: text.replace(
+        "'sgd', 'adam', 'adadelta', ", "'sgd', 'adam', 'adadelta', 'adamax', "
+    ),
+    "tests/tf/test_units.py": lambda text: text.replace(
+        '    OptimConfig(name="adadelta", lr=1.0, weight_decay=0.01),\n]',
+        '    OptimConfig(name="adadelta", lr=1.0, weight_decay=0.01),\n'
+        '    OptimConfig(name="adamax", lr=0.01, weight_decay=0.01),\n]',
+    ).replace('"adam-wd", "adadelta-wd"]', '"adam-wd", "adadelta-wd", "adamax-wd"]'),
+    "tests/torch/test_units.py": lambda text: text.replace(
+        'for name in ("adam", "sgd", "adadelta")',
+        'for name in ("adam", "sgd", "adadelta", "adamax")',
+    ),
+}
+
+
+def test_an_optimizer_takes_exactly_the_files_its_checklist_names(tmp_path):
+    copy, touched, env = _edited_copy(tmp_path, OPTIMIZER_EDITS)
+    _named_is_touched(checklist("An optimizer"), touched)
+    tests = [
+        "tests/tf/test_units.py",
+        "tests/torch/test_units.py",
+        "tests/common/test_config.py",
+        "tests/common/test_docs.py",
+    ]
+    chosen = "adamax or optimizer_implementation or rmsprop or reference_pages"
+    said = _copy_passes(copy, env, tests, chosen)
+    for passed in (
+        "test_optimizers_step_exactly_as_torch_optim[adamax-wd-unit-gradients]",
+        "test_optimizers_step_exactly_as_torch_optim[adamax-wd-small-gradients]",
+        "test_the_optimizer_implementation_is_foreach_unless_asked_and_refused_where_it_cannot_work",
+        "test_bad_overrides_are_refused_with_the_key_and_allowed_values[optim.name=rmsprop",
+        "test_the_reference_pages_are_what_the_code_generates",
+    ):
+        assert f"PASSED {passed}" in said.replace("tests/tf/test_units.py::", "").replace(
+            "tests/torch/test_units.py::", ""
+        ).replace("tests/common/test_config.py::", "").replace("tests/common/test_docs.py::", ""), (
+            said[-3000:]
+        )
