@@ -10,7 +10,8 @@ import sys
 import pytest
 
 ROW = re.compile(
-    r"^mlp\s+(.+?)\s+(\d)\s+([\d,]+)\s+(\d+%|-)\s+([\d.]+|-)\s+([\d.]+|-)\s+([\d.]+%|-)\s+([\d.]+%|-)$",
+    r"^mlp\s+(.+?)\s+(\d)\s+([\d,]+)\s+(\d+%|-)\s+([\d.]+|-)\s+([\d.]+|-)\s+(-?[\d.]+|-)\s+"
+    r"([\d.]+%|-)\s+([\d.]+%|-)$",
     re.M,
 )
 
@@ -60,9 +61,11 @@ def test_the_benchmark_measures_both_frameworks_with_median_and_spread():
     assert rows["tf plain loop"][4] == rows["torch plain loop"][4] == "1.00"
     assert float(rows["tf mwms / tensor"][4]) > 0 and rows["torch seed-style loop"][4] == "-"
     assert float(rows["tf suite's step, paired"][4]) > 0  # the steps taken in turn
+    # the cost per epoch beyond the steps, against the plain loop's: launched rows only
+    assert float(rows["tf mwms / tensor"][5]) != 0 and rows["tf plain loop"][5] == "-"
     # MFU from the launched runs' records; the baselines record nothing
-    assert rows["torch single / tensor"][5].endswith("%") and rows["tf plain loop"][5] == "-"
-    assert rows["tf mwms / tensor"][6].endswith("%") and rows["torch plain loop"][6] == "-"
+    assert rows["torch single / tensor"][6].endswith("%") and rows["tf plain loop"][6] == "-"
+    assert rows["tf mwms / tensor"][7].endswith("%") and rows["torch plain loop"][7] == "-"
     assert out.count("round 2:") == 7
     # each round's ratio to its plain loop, beside their median: every row but the loops' own
     # and the paired ones
@@ -84,6 +87,8 @@ def test_a_single_pass_prints_no_ratio_and_no_spread():
     assert float(rows["torch single / tensor"][4]) > 0 and rows["torch plain loop"][4] == "1.00"
     # the suite's step taken in turn with the plain loop's, in one process: their ratio
     assert float(rows["torch suite's step, paired"][4]) > 0
+    # the cost per epoch beyond the steps: a launch's, from one repeat on
+    assert rows["torch single / tensor"][5] != "-" and rows["torch plain loop"][5] == "-"
 
 
 @pytest.fixture(scope="module")
