@@ -1,17 +1,17 @@
 """A real SLURM cluster on this machine, for the tests and the demo (root, Debian).
 
     python slurm/testcluster.py up [--nodes 2] [--dir DIR] [--owner PID] [--link RATE[,DELAY]]
-    python slurm/testcluster.py link --link RATE[,DELAY]|off [--dir DIR]
+                                   [--node-cpu CORES]
+    python slurm/testcluster.py link --link RATE[,DELAY]|off | cpu --node-cpu CORES|off [--dir DIR]
     python slurm/testcluster.py counters|down [--dir DIR]         (DIR: /tmp/suite-slurm)
 
-`up` installs Debian's slurmctld, slurmd, slurm-client and munge where missing and starts them
-without systemd: one network namespace per node (`n1`, 10.77.0.11, ...) on a bridge, each slurmd
-pinned to its share of the cores, so that a job on two nodes has two hosts and cores of its own.
-One cluster runs on a machine at a time: `up` refuses (exit 3, the owner named) while a live
-owner's cluster is up, and takes down a stale one (slurm/testcluster_claim.py). `down` stops
-exactly what `up` recorded in --dir. `--link` shapes every node's veth both ways with tc's tbf
-(a delay needs netem, which kernels without it refuse, saying so); `counters` prints every
-node's veth bytes and packets as JSON: the ground truth for what a run put on the wire.
+`up` installs slurmctld, slurmd, slurm-client and munge where missing and starts them without
+systemd: one network namespace per node (`n1`, 10.77.0.11, ...) on a bridge, each slurmd pinned
+to its share of the cores, or held to CORES each by a CPU quota (slurm/testcluster_cpu.py). One
+cluster runs on a machine at a time: `up` refuses (exit 3, the owner named) while a live owner's
+cluster is up, and takes down a stale one (slurm/testcluster_claim.py); `down` stops exactly what
+`up` recorded in --dir. `--link` shapes every node's veth both ways with tc's tbf (kernels without
+netem refuse a delay, saying so); `counters` prints every node's veth bytes and packets as JSON.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import testcluster_claim as claim
+import testcluster_cpu
 from testcluster_claim import read_pid, wait_until
 from testcluster_links import SUBNET, address, counters, make_network, rate_bits, set_hosts, shape
 
@@ -126,13 +127,15 @@ def claim_cluster(root: Path, owner: int) -> None:
         )
 
 
-def up(root: Path, count: int, owner: int, link: str = "off") -> dict:
+def up(
+    root: Path, count: int, owner: int, link: str = "off", node_cpu: float | None = None
+) -> dict:
     install()
     claim_cluster(root, owner)
     root.mkdir(parents=True, exist_ok=True)
     nodes = node_names(count)
     config = write_config(root, nodes)
-    started: dict = {"nodes": nodes, "pids": {}, "conf": str(config)}
+    started: dict = {"nodes": nodes, "pids": {}, "conf": str(config), "node_cpu": node_cpu}
     (root / "started.json").write_text(json.dumps(started))
     if sh("pgrep", "-x", "munged", check=False).returncode != 0:
         Path("/run/munge").mkdir(parents=True, exist_ok=True)
@@ -169,6 +172,8 @@ def up(root: Path, count: int, owner: int, link: str = "off") -> dict:
         wait_until(lambda pid_file=pid_file: read_pid(pid_file), 10, f"slurmd on {node}")
         started["pids"][f"slurmd-{node}"] = read_pid(pid_file)
         (root / "started.json").write_text(json.dumps(started))
+        if node_cpu is not None:  # before any job: its tasks inherit slurmd's group
+            testcluster_cpu.size({node: started["pids"][f"slurmd-{node}"]}, node_cpu)
     env = {**os.environ, "SLURM_CONF": str(config)}
 
     def idle() -> bool:
@@ -188,6 +193,7 @@ def take_down(root: Path, record: dict) -> None:
         started = {"pids": {}}
     daemons = [pid for pid in started["pids"].values() if pid]
     claim.take_down(record, daemons)
+    testcluster_cpu.remove()
     set_hosts([])
     (root / "started.json").unlink(missing_ok=True)
     shutil.rmtree(root / "state", ignore_errors=True)
@@ -206,11 +212,26 @@ def down(root: Path) -> None:
             take_down(root, record)
 
 
+def size_nodes(root: Path, node_cpu: float | None) -> int:
+    """Every node of the running cluster `root` at `node_cpu` cores (None: its share of the
+    machine again); exit status 2, saying why, where this kernel has no CPU quotas."""
+    started = json.loads((root / "started.json").read_text())
+    pids = {node: started["pids"][f"slurmd-{node}"] for node in started["nodes"]}
+    try:
+        testcluster_cpu.size(pids, node_cpu)
+    except RuntimeError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    started["node_cpu"] = node_cpu
+    (root / "started.json").write_text(json.dumps(started))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("action", choices=["up", "down", "link", "counters"])
+    parser.add_argument("action", choices=["up", "down", "link", "counters", "cpu"])
     parser.add_argument("--nodes", type=int, default=1)
     parser.add_argument("--dir", type=Path, default=Path("/tmp/suite-slurm"))
     parser.add_argument(
@@ -226,6 +247,13 @@ def main(argv: list[str] | None = None) -> int:
         help="shape every node's link both ways: RATE[,DELAY] in tc's units (100mbit, "
         "100mbit,1ms), or off (the default)",
     )
+    parser.add_argument(
+        "--node-cpu",
+        default="off",
+        help="each node's size in cores, the same at any number of nodes (a cgroup v1 CPU "
+        "quota on its slurmd: 0.25 is a quarter of a core), or off (the default: each node "
+        "its share of this machine's cores)",
+    )
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("error: the test cluster needs root (packages, namespaces, daemons)", file=sys.stderr)
@@ -233,9 +261,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.link != "off":
             rate_bits(args.link.partition(",")[0])  # a bad rate before anything starts
+        node_cpu = testcluster_cpu.parse_share(args.node_cpu, os.cpu_count() or 1)
         if args.action == "down":
             down(args.dir)
             return 0
+        if args.action == "cpu":
+            return size_nodes(args.dir, node_cpu)
         if args.action in ("link", "counters"):
             nodes = json.loads((args.dir / "started.json").read_text())["nodes"]
             if args.action == "counters":
@@ -248,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"error: {error}", file=sys.stderr)
                 return 2
             return 0
-        started = up(args.dir, args.nodes, args.owner, args.link)
+        started = up(args.dir, args.nodes, args.owner, args.link, node_cpu)
     except claim.Busy as busy:
         print(f"busy: {busy}", file=sys.stderr)
         return BUSY_EXIT

@@ -114,3 +114,24 @@ def test_auto_eval_batch_is_each_frameworks_fastest_on_the_device_and_is_recorde
     assert devices.resolve_eval_batch(auto, "torch", "gpu").train.eval_batch_size == 1000
     chosen = config_io.load_config(None, ["train.eval_batch_size=250"])
     assert devices.resolve_eval_batch(chosen, "torch", "cpu").train.eval_batch_size == 250
+
+
+@pytest.mark.parametrize(
+    ("cgroups", "files", "cores"),
+    [
+        ("1:cpu:/suite-n1\n0::/\n", {"cpu/suite-n1/cpu.cfs_quota_us": "25000"}, 0.25),
+        ("2:cpu,cpuacct:/job\n", {"cpu,cpuacct/job/cpu.cfs_quota_us": "150000"}, 1.5),
+        ("1:cpu:/\n", {"cpu/cpu.cfs_quota_us": "-1"}, None),  # v1 without a quota
+        ("0::/pod\n", {"pod/cpu.max": "50000 100000"}, 0.5),  # v2
+        ("0::/\n", {"cpu.max": "max 100000"}, None),
+        ("1:cpu:/gone\n", {}, None),  # unreadable: nothing made up
+    ],
+)
+def test_a_cpu_quota_is_read_as_cores(tmp_path, cgroups, files, cores):
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
+        if name.endswith("cfs_quota_us"):
+            (path.parent / "cpu.cfs_period_us").write_text("100000\n")
+    assert devices.cpu_quota(cgroups, root=tmp_path) == cores

@@ -74,6 +74,29 @@ def available_cores() -> int:
     return os.cpu_count() or 1
 
 
+def cpu_quota(cgroups: str | None = None, root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """The cores this process's cgroup may use by its CPU quota (cgroup v1's cpu controller,
+    or v2's cpu.max), None where it has none or the files cannot be read. `cgroups`: the text
+    of /proc/self/cgroup."""
+    try:
+        text = cgroups if cgroups is not None else Path("/proc/self/cgroup").read_text()
+        for line in text.splitlines():
+            _, controllers, path = line.split(":", 2)
+            if "cpu" in controllers.split(","):  # v1
+                folder = root / controllers / path.lstrip("/")
+                if not folder.is_dir():
+                    folder = root / "cpu" / path.lstrip("/")
+                limit = int((folder / "cpu.cfs_quota_us").read_text())
+                period = int((folder / "cpu.cfs_period_us").read_text())
+                return limit / period if limit > 0 else None
+            if controllers == "":  # v2: one hierarchy
+                limit_text, period_text = (root / path.lstrip("/") / "cpu.max").read_text().split()
+                return None if limit_text == "max" else int(limit_text) / int(period_text)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 def threads_per_rank(spec: ClusterSpec, available_cores: int) -> int:
     """Intra-op threads of one rank. `available_cores`: the cores this process may run on
     (its affinity mask). Under srun each task is a rank, and SLURM_CPUS_PER_TASK is its own

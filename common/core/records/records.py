@@ -60,6 +60,11 @@ class RunStart(Fields):
         "the chief's CPU: model name, family and model number (/proc/cpuinfo)", added=True
     )
     host_cores: int | None = doc("logical CPUs of the chief's machine (os.cpu_count)", added=True)
+    cpu_quota_cores: float | None = doc(
+        "the cores the chief's cgroup CPU quota allows (a node of fixed size, as the SLURM test "
+        "cluster's --node-cpu makes it); null without a quota",
+        added=True,
+    )
     world_size: int = doc("ranks (processes) in the run")
     global_batch_size: int = doc("samples per optimizer step, over all ranks")
     launcher: str = doc("single, local, torchrun, slurm, tf_config or trainjob")

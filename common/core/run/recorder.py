@@ -14,7 +14,7 @@ import numpy as np
 
 from common.core.config.config import Config
 from common.core.config.config_io import config_hash, to_dict
-from common.core.config.devices import emulated_on_cpu
+from common.core.config.devices import cpu_quota, emulated_on_cpu
 from common.core.measure import peak
 from common.core.measure.clocks import percentiles
 from common.core.measure.replicas import ReplicaState
@@ -51,6 +51,7 @@ def run_start(
         else None,
         processor=peak.processor() or None,
         host_cores=os.cpu_count(),
+        cpu_quota_cores=cpu_quota(),
         numerics=trainer.numerics(),
         threads=trainer.threads(),
         world_size=spec.world_size,

@@ -1,0 +1,68 @@
+"""Nodes of a fixed CPU size on the test cluster (slurm/testcluster.py --node-cpu SHARE): each
+node's slurmd, and so every task it starts, in a cgroup v1 CPU quota of its own, SHARE cores
+per node whatever the number of nodes, as a real cluster's nodes are the same machine at 2 and
+at 8 of them. Without it a node's size is its share of the host's cores (pinned by taskset),
+which shrinks as nodes are added."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CGROUP = Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller
+PREFIX = "suite-"  # one group per node: suite-n1, ...
+PERIOD_US = 100_000
+
+
+def parse_share(text: str, cores: int) -> float | None:
+    """A node's size in cores (`0.25`), or None for `off` (ValueError naming the fix)."""
+    if text == "off":
+        return None
+    try:
+        share = float(text)
+    except ValueError:
+        share = 0.0
+    if not 0 < share <= cores:
+        raise ValueError(
+            f"--node-cpu {text!r}: give a node's size in cores, above 0 and at most this "
+            f"machine's {cores} (0.25: a quarter of a core each), or off"
+        )
+    return share
+
+
+def group(node: str) -> Path:
+    return CGROUP / f"{PREFIX}{node}"
+
+
+def size(pids: dict[str, int], share: float | None) -> None:
+    """Put each node's slurmd (`pids`: node -> pid) in a quota of `share` cores, or, for None,
+    back in the root group with its group removed. RuntimeError where this kernel has no cgroup
+    v1 cpu controller with CFS quotas."""
+    if share is not None and not (CGROUP / "cpu.cfs_quota_us").exists():
+        raise RuntimeError(f"--node-cpu needs cgroup v1's cpu controller with CFS quotas: {CGROUP}")
+    for node, pid in pids.items():
+        folder = group(node)
+        if share is None:
+            if folder.exists():
+                (CGROUP / "cgroup.procs").write_text(str(pid))
+            continue
+        folder.mkdir(exist_ok=True)
+        (folder / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+        (folder / "cpu.cfs_quota_us").write_text(str(round(share * PERIOD_US)))
+        (folder / "cgroup.procs").write_text(str(pid))  # its children from now on follow
+    if share is None:
+        remove()
+
+
+def remove() -> None:
+    """Every node group of the test cluster, its processes moved to the root group first (a
+    group with processes in it cannot be removed)."""
+    for folder in sorted(CGROUP.glob(f"{PREFIX}*")) if CGROUP.is_dir() else []:
+        for pid in (folder / "cgroup.procs").read_text().split():
+            try:
+                (CGROUP / "cgroup.procs").write_text(pid)
+            except OSError:  # it has ended meanwhile
+                pass
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
