@@ -212,21 +212,6 @@ def down(root: Path) -> None:
             take_down(root, record)
 
 
-def size_nodes(root: Path, node_cpu: float | None) -> int:
-    """Every node of the running cluster `root` at `node_cpu` cores (None: its share of the
-    machine again); exit status 2, saying why, where this kernel has no CPU quotas."""
-    started = json.loads((root / "started.json").read_text())
-    pids = {node: started["pids"][f"slurmd-{node}"] for node in started["nodes"]}
-    try:
-        testcluster_cpu.size(pids, node_cpu)
-    except RuntimeError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    started["node_cpu"] = node_cpu
-    (root / "started.json").write_text(json.dumps(started))
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -266,7 +251,12 @@ def main(argv: list[str] | None = None) -> int:
             down(args.dir)
             return 0
         if args.action == "cpu":
-            return size_nodes(args.dir, node_cpu)
+            try:
+                testcluster_cpu.size_running(args.dir, node_cpu)
+            except RuntimeError as error:  # no CPU quotas in this kernel: the cluster stays
+                print(f"error: {error}", file=sys.stderr)
+                return 2
+            return 0
         if args.action in ("link", "counters"):
             nodes = json.loads((args.dir / "started.json").read_text())["nodes"]
             if args.action == "counters":

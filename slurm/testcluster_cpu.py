@@ -6,6 +6,7 @@ which shrinks as nodes are added."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 CGROUP = Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller
@@ -51,6 +52,15 @@ def size(pids: dict[str, int], share: float | None) -> None:
         (folder / "cgroup.procs").write_text(str(pid))  # its children from now on follow
     if share is None:
         remove()
+
+
+def size_running(root: Path, share: float | None) -> None:
+    """Every node of the running cluster of `root` (its started.json) at `share` cores (None:
+    its share of the machine again), and the record of it."""
+    started = json.loads((root / "started.json").read_text())
+    size({node: started["pids"][f"slurmd-{node}"] for node in started["nodes"]}, share)
+    started["node_cpu"] = share
+    (root / "started.json").write_text(json.dumps(started))
 
 
 def remove() -> None:

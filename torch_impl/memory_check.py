@@ -32,7 +32,7 @@ from common.core.config.config import Config
 from common.core.config.strategies import ParallelDims, get
 from common.launch import environment
 from torch_impl import dist
-from torch_impl.memory_plan import per_rank_batch, stepper, tracked, untracked
+from torch_impl.memory_tracker import per_rank_batch, stepper, tracked, untracked
 from torch_impl.parallel import resolve_strategy
 from torch_impl.traffic import quiet_profiler
 

@@ -13,7 +13,6 @@ tests/common/test_docs.py fails when a page is stale.
 from __future__ import annotations
 
 import argparse
-import ast
 import sys
 import types
 import typing
@@ -33,10 +32,10 @@ from common.models import weights, zoo
 from common.models.config import ModelConfig
 from common.projection import link_profile, summary
 from common.report.render import tables
+from common.tools import code_map
 
 REPO = Path(__file__).resolve().parents[2]
 FOLDER = REPO / "docs" / "reference"
-MAPPED = ("common", "torch_impl", "tf_impl", "slurm")  # the code map's folders
 SCHEMA_FILE = FOLDER.parent / "metrics.schema.json"  # the records' JSON Schema
 LINKS_SCHEMA_FILE = FOLDER.parent / "link_profile.schema.json"  # the link profile's
 PROJECTION_SCHEMA_FILE = FOLDER.parent / "projection.schema.json"  # compare's --format json
@@ -216,41 +215,8 @@ def models_page() -> str:
     return "\n".join(lines) + "\n"
 
 
-def module_summary(path: Path) -> str | None:
-    """The first paragraph of a module's docstring, read without importing it (None: it has
-    none)."""
-    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
-    return " ".join(doc.split("\n\n")[0].split()) if doc else None
-
-
 def modules_page() -> str:
-    """The code map: every module of the product, folder by folder, with what its docstring
-    says first."""
-    lines = [
-        HEADER,
-        "",
-        "# The code map",
-        "",
-        "Every module of `common/`, `torch_impl/`, `tf_impl/` and `slurm/`, with the first "
-        "paragraph of its docstring ([extending.md](../extending.md) says how the folders "
-        "depend on each other, and what each kind of extension touches).",
-    ]
-    for root in MAPPED:
-        folders: dict[Path, list[Path]] = {}
-        for path in sorted((REPO / root).rglob("*.py")):
-            if not path.name.startswith("__"):
-                folders.setdefault(path.parent, []).append(path)
-        for folder, paths in sorted(folders.items()):
-            lines += ["", f"## `{folder.relative_to(REPO)}/`", ""]
-            package = folder / "__init__.py"
-            said = module_summary(package) if package.is_file() else None
-            if said:
-                lines += [said, ""]
-            lines += ["| module | what it is |", "|---|---|"]
-            for path in paths:
-                summary = module_summary(path) or "(no docstring)"
-                lines.append(f"| `{path.name}` | {_cell(summary)} |")
-    return "\n".join(lines) + "\n"
+    return code_map.page(HEADER, _cell)
 
 
 PAGES = {
