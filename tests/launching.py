@@ -22,16 +22,19 @@ SMALL = [
 
 
 # What a warm server imports before it forks a rank of each program (tests/warm_ranks.py): the
-# trainer, and what a run imports later (checkpoints).
+# trainer, and what a run imports later: checkpoints, and torch._dynamo, which torch.optim's
+# Optimizer and DDP import when they are built (with FSDP, DTensor and sympy: 1.2 s of CPU in
+# each fork on [E] if the server has not).
 WARM_IMPORTS = {
     "torch_impl.train": [
         "torch_impl.train",
         "torch_impl.checkpoint",
         "torch.distributed.checkpoint",
         "torch.distributed.checkpoint.state_dict",
+        "torch._dynamo",
     ],
     "tf_impl.train": ["tf_impl.train", "tf_impl.checkpoint"],
-    "torch_impl.memory_check": ["torch_impl.memory_check"],
+    "torch_impl.memory_check": ["torch_impl.memory_check", "torch._dynamo"],
     "torch_impl.links": ["torch_impl.links"],
     "tf_impl.links": ["tf_impl.links"],
 }
