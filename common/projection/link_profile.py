@@ -167,14 +167,15 @@ class LinkProfile(BaseModel):
         if own is not None:
             return calls * own.interpolated(wire / calls, log=log) if calls else 0.0
         measured_ranks = [ranks for ranks, fits in measured.items() if kind in fits]
-        if not measured_ranks:  # a kind not measured (MWMS has no reduce_scatter): all_reduce's
-            kind_fit, ranks = self.kinds.get("all_reduce"), self.world_size
+        fitted = kind  # the kind whose fit prices the call, and whose steps its alpha spans
+        if not measured_ranks:  # not measured (MWMS's reduce_scatter, DDP's broadcasts)
+            kind_fit, ranks, fitted = self.kinds.get("all_reduce"), self.world_size, "all_reduce"
             if kind_fit is None:
                 return None
         else:
             ranks = max([r for r in measured_ranks if r < group], default=min(measured_ranks))
             kind_fit = measured[ranks][kind]
-        per_step = kind_fit.alpha_s / max(1, latency_steps(kind, self.transport, ranks))
+        per_step = kind_fit.alpha_s / max(1, latency_steps(fitted, self.transport, ranks))
         steps = latency_steps(kind, self.transport, group)
         if not calls:
             return 0.0
@@ -199,7 +200,10 @@ def tree_steps(kind: str, ranks: int) -> int:
 def latency_steps(kind: str, transport: str, ranks: int) -> int:
     """The steps whose latency one call pays, by the algorithm the transport runs: gloo and
     TensorFlow's RING a ring; NCCL picks the faster of ring and tree (its tuner compares their
-    modelled times; at a latency-bound size that is the one of fewer steps)."""
+    modelled times; at a latency-bound size that is the one of fewer steps). gloo broadcasts
+    down a binomial tree, ceil(log2 n) steps (gloo/broadcast.cc)."""
+    if kind == "broadcast" and transport == "gloo":
+        return max(0, ranks - 1).bit_length()
     ring = ring_steps(kind, ranks)
     return min(ring, tree_steps(kind, ranks)) if transport == "nccl" else ring
 
