@@ -1,0 +1,268 @@
+"""The projection checked from the fewest nodes to more, on the SLURM test cluster: a benchmark
+that prints a table, not a test.
+
+    python -m common.tools.projection_check [--nodes 2,8] [--rates 50mbit,200mbit]
+        [--node-cpu 0.25] [--strategies ddp,fsdp2,hsdp,mwms] [--out DIR | --from DIR]
+
+As root: brings up slurm/testcluster.py's cluster with nodes of a fixed CPU size (a quota each,
+the same at every node count) and takes it down at the end. For each rate, every link shaped:
+each framework's link profile on the fewest nodes (torch's with --tiers on 2 ranks a node for
+hsdp); each strategy's run at every node count (1 rank a node, hsdp 2); the run on the fewest
+nodes projected to the others as `compare.py --project` would. Printed per strategy, rate and
+node count: measured samples/s (the median of epochs 2-3), the projected range and the error
+against its nearer end. "ok": within TOLERANCE of it, and the range at most MAX_WIDTH wide.
+`--from DIR` prices again what a check kept (`--out DIR`): no cluster, no root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from common.projection import link_profile
+from common.projection.step_model import project
+from common.report.inputs import load_runs
+from common.report.runs import RecordedRun
+
+REPO = Path(__file__).resolve().parents[2]
+TOLERANCE = 0.05  # measured samples/s against the projection's nearer end
+MAX_WIDTH = 0.10  # the range's high end over its low one, less 1
+SETTINGS = [  # the MLP with Adam, no dropout: 3 epochs of 30 steps (a global batch of 64)
+    "data.train_limit=1920",
+    "data.test_limit=500",
+    "train.epochs=3",
+    "dist.timeout_s=300",
+    "model.dropout=false",
+]
+SPLIT = "output.split_steps=5"  # torch: the median of 5 profiled steps splits the step
+# strategy -> (framework, its settings, ranks a node, the profile that prices it)
+CASES = {
+    "ddp": ("torch", ["torch.strategy=ddp", SPLIT], 1, "torch"),
+    "fsdp2": ("torch", ["torch.strategy=fsdp2", SPLIT], 1, "torch"),
+    "hsdp": ("torch", ["torch.strategy=hsdp", SPLIT], 2, "torch-tiers"),
+    "mwms": ("tf", [], 1, "tf"),
+}
+# profile -> (module, ranks a node, its largest call, more options): the runs' largest call is
+# 437,544 B (the MLP's gradients); torch prices past 256 KiB by its fit (tests/slurm)
+PROFILES = {
+    "torch": ("torch_impl.links", 1, 262_144, []),
+    "torch-tiers": ("torch_impl.links", 2, 262_144, ["--tiers"]),
+    "tf": ("tf_impl.links", 1, 2_097_152, []),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    strategy: str
+    rate: str
+    nodes: int
+    measured: float  # samples/s
+    low: float  # the projection without overlap
+    high: float  # with full overlap
+    error: float  # measured against the range's nearer end (0 inside it)
+    width: float  # high / low - 1
+    ok: bool
+
+
+def judged(strategy: str, rate: str, nodes: int, measured: float, low: float, high: float) -> Row:
+    """The row of one projection: its error against the nearer end of [low, high] and whether
+    it holds (within TOLERANCE, the range at most MAX_WIDTH wide)."""
+    nearer = min(max(measured, low), high)
+    error = measured / nearer - 1
+    width = high / low - 1
+    ok = abs(error) <= TOLERANCE and width <= MAX_WIDTH
+    return Row(strategy, rate, nodes, measured, low, high, error, width, ok)
+
+
+def table(rows: list[Row]) -> str:
+    """The benchmark's table, markdown."""
+    lines = [
+        "| strategy | rate | nodes | measured | projected | error | range | ok |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for row in rows:
+        projected = f"{row.low:,.0f}" if row.width < 0.005 else f"{row.low:,.0f}-{row.high:,.0f}"
+        lines.append(
+            f"| {row.strategy} | {row.rate} | {row.nodes} | {row.measured:,.0f} | {projected} "
+            f"| {row.error:+.1%} | {row.width:.1%} | {'yes' if row.ok else 'no'} |"
+        )
+    return "\n".join(lines)
+
+
+class Cluster:
+    """The test cluster's commands, on its folder."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.env = {**os.environ, "SLURM_CONF": str(folder / "slurm.conf")}
+
+    def control(self, *args: str) -> None:
+        command = [sys.executable, "slurm/testcluster.py", *args, "--dir", str(self.folder)]
+        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"testcluster.py {' '.join(args)}: {done.stderr.strip()}")
+
+    def job(self, options: list[str], out: Path, results: Path | None = None) -> None:
+        """One SLURM job, waited for; its output is kept in `out`, its runs in `results`."""
+        command = ["sbatch", "--wait", "--quiet", "--cpus-per-task=1", f"--output={out}"]
+        env = {**self.env, **({"SUITE_RESULTS": str(results)} if results else {})}
+        done = subprocess.run([*command, *options], cwd=REPO, env=env)
+        if done.returncode != 0:
+            tail = out.read_text()[-2000:] if out.exists() else ""
+            raise RuntimeError(f"job {out.stem} failed (exit {done.returncode}):\n{tail}")
+
+
+def measure_profile(cluster: Cluster, name: str, nodes: int, folder: Path) -> Path:
+    module, per_node, max_bytes, extra = PROFILES[name]
+    out = folder / f"links-{name}.json"
+    tool = ["srun", sys.executable, "-m", module, "--out", str(out), "--max-bytes", str(max_bytes)]
+    layout = [f"--nodes={nodes}", f"--ntasks-per-node={per_node}"]
+    cluster.job([*layout, "--wrap", " ".join([*tool, *extra])], folder / f"links-{name}.out")
+    return out
+
+
+def measure_run(cluster: Cluster, strategy: str, nodes: int, folder: Path) -> None:
+    framework, extra, per_node, _ = CASES[strategy]
+    name = f"{strategy}-x{nodes}"
+    settings = [part for setting in [*SETTINGS, *extra] for part in ("--set", setting)]
+    cluster.job(
+        [f"--nodes={nodes}", f"--ntasks-per-node={per_node}", f"--job-name={name}"]
+        + ["slurm/run_slurm.sh", framework, "configs/mlp_adam.yaml", *settings],
+        folder / f"{name}.out",
+        results=folder,
+    )
+
+
+def measure_rate(cluster: Cluster, args: argparse.Namespace, rate: str, folder: Path) -> None:
+    """Every profile and run of one rate into `folder`, every link shaped to `rate`."""
+    cluster.control("link", "--link", rate)
+    try:
+        for name in sorted({CASES[strategy][3] for strategy in args.strategies}):
+            print(f"[projection-check] {rate}: profile {name}", file=sys.stderr, flush=True)
+            measure_profile(cluster, name, args.nodes[0], folder)
+        for strategy in args.strategies:
+            for nodes in args.nodes:
+                said = f"[projection-check] {rate}: {strategy} x{nodes}"
+                print(said, file=sys.stderr, flush=True)
+                measure_run(cluster, strategy, nodes, folder)
+    finally:
+        cluster.control("link", "--link", "off")
+
+
+def read_run(folder: Path, strategy: str, nodes: int) -> RecordedRun:
+    found = sorted(folder.glob(f"{strategy}-x{nodes}-*/metrics.jsonl"))
+    if not found:
+        raise RuntimeError(f"no run of {strategy} on {nodes} nodes in {folder}")
+    (run,), problems, _ = load_runs([str(found[-1])])
+    if problems:
+        raise RuntimeError(f"{found[-1]}: {problems}")
+    return run
+
+
+def samples_s(run: RecordedRun) -> float:
+    return statistics.median(epoch.samples_per_s for epoch in run.epochs[1:])
+
+
+def judge_rate(args: argparse.Namespace, rate: str, folder: Path) -> list[Row]:
+    """The rows of one rate from what `folder` holds: each strategy's run on the fewest nodes
+    projected to the other node counts with its profile, against the run measured there."""
+    fewest, rows = args.nodes[0], []
+    for strategy in args.strategies:
+        _, _, per_node, name = CASES[strategy]
+        profile = link_profile.read(folder / f"links-{name}.json")
+        runs = {nodes: read_run(folder, strategy, nodes) for nodes in args.nodes}
+        for nodes in args.nodes[1:]:
+            found, caveats = project(runs[fewest], profile, [nodes * per_node])
+            if not found:
+                raise RuntimeError(f"{strategy} at {nodes} nodes not projected: {caveats}")
+            low, high = found[0].samples_s_low, found[0].samples_s_high
+            rows.append(judged(strategy, rate, nodes, samples_s(runs[nodes]), low, high))
+    return rows
+
+
+def arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m common.tools.projection_check", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--nodes", default="2,8", help="node counts, the fewest projected")
+    parser.add_argument("--rates", default="50mbit,200mbit", help="tc rates of every link")
+    parser.add_argument("--node-cpu", default="0.25", help="each node's cores (a CPU quota)")
+    parser.add_argument("--strategies", default=",".join(CASES), help="of " + ", ".join(CASES))
+    parser.add_argument("--out", help="keep the runs and profiles here (default: a temp folder)")
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/projection-check-slurm"))
+    parser.add_argument(
+        "--from",
+        dest="kept",
+        type=Path,
+        help="price again what an earlier check kept (its --out), with no cluster and no root",
+    )
+    args = parser.parse_args(argv)
+    try:
+        args.nodes = sorted({int(part) for part in args.nodes.split(",")})
+    except ValueError:
+        parser.error(f"--nodes {args.nodes!r}: give node counts such as 2,8")
+    if len(args.nodes) < 2 or args.nodes[0] < 2:
+        parser.error("--nodes: two node counts at least, the fewest 2 or more (e.g. 2,8)")
+    args.strategies = args.strategies.split(",")
+    unknown = [name for name in args.strategies if name not in CASES]
+    if unknown:
+        parser.error(f"--strategies: unknown {', '.join(unknown)}; choose from {', '.join(CASES)}")
+    args.rates = [rate for rate in args.rates.split(",") if rate]
+    if not args.rates or "off" in args.rates:
+        parser.error("--rates: one tc rate at least, such as 50mbit; 'off' checks no link")
+    if args.kept is not None:
+        missing = [rate for rate in args.rates if not (args.kept / rate).is_dir()]
+        if missing:
+            parser.error(f"--from {args.kept}: no folder of {', '.join(missing)} (its --rates)")
+    elif os.geteuid() != 0:
+        parser.error("the test cluster needs root (network namespaces, tc, cgroups): run as root")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv)
+    try:
+        rows = rows_of(args)
+    except RuntimeError as error:
+        print(f"projection_check: {error}", file=sys.stderr)
+        return 1
+    print(f"projected from {args.nodes[0]} nodes (each run's record gives its nodes' CPU quota):")
+    print(table(rows))
+    if args.out:
+        with (Path(args.out) / "projection_check.jsonl").open("w") as out:
+            out.writelines(json.dumps(asdict(row)) + "\n" for row in rows)
+    return 0 if all(row.ok for row in rows) else 1
+
+
+def rows_of(args: argparse.Namespace) -> list[Row]:
+    """Every rate's rows: from what --from kept, else measured on a cluster brought up here."""
+    if args.kept is not None:
+        return [row for rate in args.rates for row in judge_rate(args, rate, args.kept / rate)]
+    cluster = Cluster(args.dir)
+    # SIGTERM as Ctrl-C: the links are unshaped and the cluster taken down on the way out
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    cluster.control("up", "--nodes", str(args.nodes[-1]), "--node-cpu", args.node_cpu)
+    rows: list[Row] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="projection-check-") as scratch:
+            root = Path(args.out or scratch)
+            for rate in args.rates:
+                folder = root / rate
+                folder.mkdir(parents=True, exist_ok=True)
+                measure_rate(cluster, args, rate, folder)
+                rows += judge_rate(args, rate, folder)
+    finally:
+        cluster.control("down")
+    return rows
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
