@@ -71,7 +71,7 @@ def test_accumulation_keeps_ddp_s_collectives_and_multiplies_fully_shard_s_gathe
 def test_checkpointing_is_priced_from_a_measured_pair_and_named_without_one():
     of = lambda run: profile()  # noqa: E731
     sent = [entry("all_reduce", 1)]
-    sharded = [entry("all_gather", 4), entry("reduce_scatter", 2)]  # 11 ms at 2 ranks
+    sharded = [entry("all_gather", 4), entry("reduce_scatter", 2)]  # 8 ms at 2 ranks
     target = run_of("fsdp2", RESNET, sharded, compute_s=20e-3, step_s=40e-3)
     without = run_of("ddp", RESNET, sent, compute_s=8e-3)
     with_it = run_of("ddp", [*RESNET, CKPT], sent, compute_s=10e-3, step_s=12e-3)
@@ -82,8 +82,8 @@ def test_checkpointing_is_priced_from_a_measured_pair_and_named_without_one():
     assert "1.25x the compute (torch ddp x2 against torch ddp x2)" in said, said
     comm = step_model.communication_s(target, profile(), 8)
     # the fsdp2 run's 20 ms of compute at 2 ranks, 1.25x, shared over 8; its overhead (the
-    # 9 ms of its step neither compute nor collectives) stays
-    assert 64 / speed[0] == pytest.approx(1.25 * 20e-3 * 2 / 8 + 9e-3 + comm)
+    # 12 ms of its step neither compute nor collectives) stays
+    assert 64 / speed[0] == pytest.approx(1.25 * 20e-3 * 2 / 8 + 12e-3 + comm)
 
 
 def test_accumulation_with_batch_normalization_and_a_strategy_change_are_not_priced():
