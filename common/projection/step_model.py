@@ -196,7 +196,10 @@ def project(
             continue
         comm = communication_s(run, profile, world, change.gathers if change else 1.0) or 0.0
         compute = rest_at(run, parts, world, weak)
-        fast, slow = max(compute, comm), compute + comm
+        # Only the forward and backward's compute can run beside the collectives; the
+        # optimizer (after the gradients) and the overhead (hooks, waits, Python) cannot.
+        beside = parts.compute_s if weak else parts.compute_s * start.world_size / world
+        fast, slow = compute - beside + max(beside, comm), compute + comm
         global_batch = batch * world / start.world_size if weak else batch
         found.append(
             Projected(
