@@ -23,7 +23,7 @@ SMALL = [
 
 # What a warm server imports before it forks a rank of each program (tests/warm_ranks.py): the
 # trainer, and what a run imports later: checkpoints, and torch._dynamo, which torch.optim's
-# Optimizer and DDP import when they are built (with FSDP, DTensor and sympy: 1.2 s of CPU in
+# Optimizer and DDP import when they are built (with FSDP, DTensor and sympy: 2.0 s of CPU in
 # each fork on [E] if the server has not).
 WARM_IMPORTS = {
     "torch_impl.train": [

@@ -42,6 +42,7 @@ import pytest
 from common.projection.link_profile import LinkProfile
 from common.projection.step_model import communication_s
 from common.report.inputs import load_runs
+from common.tools.projection_check import MAX_BYTES  # the link profiles' largest call
 from tests.slurm.jobs import REPO, ROOT_ONLY, slurm_env, submit, wait_for
 from tests.slurm.veth_bytes import expected_per_step, measured_per_step, names_of
 
@@ -63,11 +64,6 @@ HSDP_RATE = "25mbit"
 # 2 nodes in make test; SUITE_SHAPED_NODES=2,4 adds 4 (4 nodes share this machine's 2 cores)
 NODES = [int(n) for n in os.environ.get("SUITE_SHAPED_NODES", "2").split(",")]
 OUT = os.environ.get("SUITE_SHAPED_OUT")  # a folder for the measurements (docs' figure)
-# The link profiles' largest call. The runs' largest is 437,544 B (the MLP's gradients). torch's
-# profile stops at 256 KiB and prices it by the fit's beta past the last point (ddp, fsdp2 and
-# shard_grad_op within 6%, and 20 s less of shaped measuring than 2 MiB); TensorFlow's goes on
-# to 2 MiB, since its fit up to 256 KiB priced mwms's step 16% low.
-MAX_BYTES = {"torch": 262_144, "tf": 2_097_152}
 SMALL = [  # 30 steps per epoch (1,920 samples, a global batch of 64)
     *("--set", "data.train_limit=1920", "--set", "data.test_limit=500"),
     *("--set", "train.epochs=3", "--set", "dist.timeout_s=120", "--set", "model.dropout=false"),
