@@ -11,7 +11,16 @@ from pathlib import Path
 
 CGROUP = Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller
 PREFIX = "suite-"  # one group per node: suite-n1, ...
-PERIOD_US = 100_000
+MIN_QUOTA_US = 1_000  # the kernel's least quota a period
+
+
+def period_us(share: float) -> int:
+    """The shortest CFS period that holds `share` cores (its quota at least MIN_QUOTA_US): 4 ms
+    for a quarter core. A node is then that size at every moment, as a slower machine is. A
+    longer one (the kernel's 100 ms) lets a node that has idled compute at full speed until
+    its quota runs out, so a rank that mostly waits (fsdp2 on 8 nodes) computes faster than one
+    that does not (on 2), and no projection of a fixed overhead holds (docs/communication.md)."""
+    return max(MIN_QUOTA_US, round(MIN_QUOTA_US / share))
 
 
 def parse_share(text: str, cores: int) -> float | None:
@@ -47,8 +56,10 @@ def size(pids: dict[str, int], share: float | None) -> None:
                 (CGROUP / "cgroup.procs").write_text(str(pid))
             continue
         folder.mkdir(exist_ok=True)
-        (folder / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-        (folder / "cpu.cfs_quota_us").write_text(str(round(share * PERIOD_US)))
+        period = period_us(share)
+        (folder / "cpu.cfs_quota_us").write_text("-1")  # any quota fits the new period
+        (folder / "cpu.cfs_period_us").write_text(str(period))
+        (folder / "cpu.cfs_quota_us").write_text(str(round(share * period)))
         (folder / "cgroup.procs").write_text(str(pid))  # its children from now on follow
     if share is None:
         remove()
