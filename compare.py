@@ -98,9 +98,11 @@ def _projection_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--links",
         type=Path,
+        action="append",
         metavar="PROFILE",
-        help="the link profile for --project (python -m torch_impl.links or tf_impl.links); "
-        "default: a links*.json found in the results",
+        help="a link profile for --project (python -m torch_impl.links or tf_impl.links); again "
+        "for one measured on more nodes: each group size is priced from its own launch's points; "
+        "default: the links*.json found in the results",
     )
 
 

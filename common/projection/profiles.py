@@ -1,13 +1,14 @@
-"""Which link profiles price a projection: the one named with --links, or those found among the
-results, each validated as it is read; for torch runs on GPUs without a torch profile, torch's
-own model of NCCL (`torch_impl.nccl_model`, run in a process of its own)."""
+"""Which link profiles price a projection: those named with --links, or those found among the
+results, each validated as it is read; one framework's profiles of launches of several sizes
+(2 nodes and 8, say) priced as one (`merged`); for torch runs on GPUs without a torch profile,
+torch's own model of NCCL (`torch_impl.nccl_model`, run in a process of its own)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.core.measure import peak
@@ -27,6 +28,7 @@ class Profiles:
     one there is, and a caveat that names the tool for the missing one."""
 
     found: dict[str, tuple[Path, link_profile.LinkProfile]]
+    also: dict[str, list[Path]] = field(default_factory=dict)  # merged into found's, by framework
 
     def of(self, run: RecordedRun) -> link_profile.LinkProfile:
         own = self.found.get(run.start.framework)
@@ -41,30 +43,68 @@ class Profiles:
         ]
 
     def named(self) -> str:
-        return ", ".join(str(path) for path, _ in self.found.values())
+        paths = [
+            path
+            for name, (path, _) in self.found.items()
+            for path in [path, *self.also.get(name, [])]
+        ]
+        return ", ".join(str(path) for path in paths)
+
+
+def merged(profiles: Sequence[link_profile.LinkProfile]) -> link_profile.LinkProfile:
+    """One framework's profiles of launches of several sizes as one: the largest launch's, every
+    other launch's fits a group of its size (`LinkProfile.groups`), so that a call over a size
+    any of them measured is priced from that size's own points, not scaled by the algorithm's
+    steps from another. ValueError where they differ in framework, transport or device, or two
+    measured one size."""
+    largest = max(profiles, key=lambda profile: profile.world_size)
+    groups: dict[int, dict[str, link_profile.KindFit]] = {}
+    for profile in profiles:
+        seen = (profile.framework, profile.transport, profile.device_type)
+        if seen != (largest.framework, largest.transport, largest.device_type):
+            raise ValueError(
+                f"link profiles of {' '.join(seen)} and of {largest.framework} "
+                f"{largest.transport} {largest.device_type} cannot price one framework's runs "
+                "together: give one framework's profiles of one transport and device"
+            )
+        for size, fits in profile.measured().items():
+            if size in groups:
+                raise ValueError(
+                    f"two link profiles of {profile.framework} measured {size} ranks: give one "
+                    "profile per launch size"
+                )
+            groups[size] = fits
+    del groups[largest.world_size]
+    hosts = largest.hosts + sorted({h for p in profiles for h in p.hosts} - set(largest.hosts))
+    tiers = next((p.tiers for p in [largest, *profiles] if p.tiers), {})
+    return largest.model_copy(update={"groups": groups, "hosts": hosts, "tiers": tiers})
 
 
 def find_profiles(
-    given: Path | None,
+    given: Sequence[Path] | None,
     results: list[str],
     runs: Sequence[RecordedRun] = (),
     counts: Sequence[int] = (),
 ) -> Profiles:
-    """The profile named, or the link profiles found in the result folders (the first of each
-    framework, sorted by name); every one validated as it is read. Where torch runs on GPUs
-    have no torch profile, torch's model of NCCL prices them (`nccl_model`)."""
-    if given is not None:
-        if not given.is_file():
-            raise ValueError(
-                f"--links {given}: no such file (make one: python -m torch_impl.links)"
-            )
-        paths = [given]
-    else:
-        paths = profiles_in(results)
-    found: dict[str, tuple[Path, link_profile.LinkProfile]] = {}
+    """The profiles named, or the link profiles found in the result folders; every one validated
+    as it is read, each framework's merged (`merged`). Where torch runs on GPUs have no torch
+    profile, torch's model of NCCL prices them (`nccl_model`)."""
+    for path in given or []:
+        if not path.is_file():
+            raise ValueError(f"--links {path}: no such file (make one: python -m torch_impl.links)")
+    paths = list(given) if given else profiles_in(results)
+    read: dict[str, list[tuple[Path, link_profile.LinkProfile]]] = {}
     for path in paths:
         profile = link_profile.read(path)
-        found.setdefault(profile.framework, (path, profile))
+        sizes = {size for _, seen in read.get(profile.framework, []) for size in seen.measured()}
+        if given or not sizes & set(profile.measured()):  # found twice: the first by name
+            read.setdefault(profile.framework, []).append((path, profile))
+    found: dict[str, tuple[Path, link_profile.LinkProfile]] = {}
+    also: dict[str, list[Path]] = {}
+    for framework, each in read.items():
+        first = max(each, key=lambda pair: pair[1].world_size)[0]
+        found[framework] = (first, merged([profile for _, profile in each]))
+        also[framework] = [path for path, _ in each if path != first]
     on_gpus = [r for r in runs if r.start.framework == "torch" and r.start.device_type == "gpu"]
     if "torch" not in found and on_gpus:
         sizes = {r.start.world_size for r in on_gpus} | set(counts)
@@ -74,7 +114,7 @@ def find_profiles(
             "--project needs a link profile: give --links PROFILE, or put the links.json that "
             "python -m torch_impl.links (or tf_impl.links) wrote into the results"
         )
-    return Profiles(found)
+    return Profiles(found, also)
 
 
 def nccl_model(worlds: list[int]) -> tuple[Path, link_profile.LinkProfile]:

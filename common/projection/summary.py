@@ -104,7 +104,7 @@ DEFAULT_WORKERS = "8,64,512"  # compare's projection when the results hold a pro
 def report(
     runs: list[RecordedRun],
     project: str,
-    given: Path | None,
+    given: list[Path] | None,
     results: list[str],
     scaling: str | None = None,
 ) -> Report:
@@ -124,9 +124,13 @@ def report(
                 f"{profile.framework}_impl.links --out links-{profile.framework}.json)"
             )
             continue
+        sizes = sorted(profile.measured())
+        also = "".join(f", {other}" for other in profiles.also.get(profile.framework, []))
         lines.append(
-            f"== projection with the link profile {path} ({profile.framework} "
-            f"{profile.transport}, {profile.world_size} ranks on {hosts})"
+            f"== projection with the link profile {path}{also} ({profile.framework} "
+            f"{profile.transport}, {profile.world_size} ranks on {hosts}): a group of "
+            f"{' or '.join(map(str, sizes))} ranks priced from its own points, any other "
+            "from the largest measured below it, its latency by its algorithm's steps"
         )
         priced = [run for run in runs if profiles.of(run) is profile]
         caveats += [c for c in [step_model.host_caveat(priced, profile)] if c]

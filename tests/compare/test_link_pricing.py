@@ -1,16 +1,18 @@
 """How a link profile prices one collective: by the fit of a group it measured, read off its
 points; at other sizes, by the latency per step of the largest size measured below, and its
 bytes read off that size's points; hsdp's shard groups on the tier within a node and its
-replicas on the tier across nodes."""
+replicas on the tier across nodes; profiles of launches of several sizes priced as one."""
 
 import pytest
 
+import compare
 from common.core.config.config_io import load_config
+from common.core.measure.traffic import wire_bytes
 from common.core.records.entries import TrafficEntry
-from common.projection import link_profile, step_model
+from common.projection import link_profile, profiles, step_model
 from common.report.runs import RecordedRun
-from tests.compare.test_projection import profile
-from tests.records import changed, epoch, start
+from tests.compare.test_projection import MB, ddp_run, profile
+from tests.records import changed, epoch, start, write_run
 
 
 def test_a_group_measured_on_its_own_is_priced_by_its_own_fit():
@@ -190,3 +192,56 @@ def test_a_broadcast_pays_the_steps_of_its_own_algorithm_at_the_all_reduce_s_ste
     assert measured.seconds("broadcast", 2, 32.0, ranks) == pytest.approx(
         2 * steps * 0.5e-3, abs=1e-6
     )
+
+
+def launch_profile(world: int, alpha_s: float) -> link_profile.LinkProfile:
+    """A profile of a launch of `world` ranks, one a node: `alpha_s` a call, 1 ns a byte."""
+    points = [
+        link_profile.Point(payload_bytes=size, wire_bytes=size, seconds=alpha_s + size * 1e-9)
+        for size in (8, 1 << 20)
+    ]
+    fit = link_profile.KindFit(alpha_s=alpha_s, beta_s_per_byte=1e-9, points=points)
+    hosts = [f"n{rank + 1}" for rank in range(world)]
+    return profile(hosts).model_copy(update={"world_size": world, "kinds": {"all_reduce": fit}})
+
+
+def test_profiles_of_two_launch_sizes_price_each_size_from_its_own_points(tmp_path, capsys):
+    """A profile of 2 nodes (1 ms a call) and one of 8 (20 ms a call, where 2's latency per step
+    gives 14 x 0.5 = 7 ms) price ddp x2 as one: its own step from 2's points, 8 ranks from 8's;
+    `--links` twice, or both among the results, and the report names both."""
+    two, eight = launch_profile(2, 1e-3), launch_profile(8, 20e-3)
+    both = profiles.merged([eight, two])
+    assert both.world_size == 8 and sorted(both.measured()) == [2, 8]
+    wire = wire_bytes("all_reduce", MB, 8)  # 1.75 MB
+    assert both.seconds("all_reduce", 1, wire, 8) == pytest.approx(20e-3 + wire * 1e-9)
+    assert both.seconds("all_reduce", 1, MB, 2) == pytest.approx(1e-3 + MB * 1e-9)
+    assert two.seconds("all_reduce", 1, 0.0, 8) == pytest.approx(7e-3)
+    (at8,), _ = step_model.project(ddp_run(), both, [8])
+    assert at8.communication_s == pytest.approx(20e-3 + wire * 1e-9)
+
+    paths = [tmp_path / "links-2.json", tmp_path / "links-8.json"]
+    for path, one in zip(paths, (two, eight), strict=True):
+        link_profile.write(one, path)
+    write_run(tmp_path / "run" / "metrics.jsonl")
+    given = [option for path in paths for option in ("--links", str(path))]
+    for argv in ([str(tmp_path), "--project", "8", *given], [str(tmp_path), "--project", "8"]):
+        assert compare.main(argv) == 0
+        out = capsys.readouterr().out
+        named = f"== projection with the link profile {paths[1]}, {paths[0]} (torch gloo, 8 ranks"
+        assert named in out and "a group of 2 or 8 ranks priced from its own points" in out
+
+
+def test_profiles_that_cannot_price_together_are_refused_by_name(tmp_path):
+    """Another transport, or two of one size named: an error naming both; two of one size found
+    among the results: the first by name, as before."""
+    nccl = launch_profile(8, 1e-3).model_copy(update={"transport": "nccl"})
+    with pytest.raises(ValueError, match="of torch gloo cpu and of torch nccl cpu cannot"):
+        profiles.merged([launch_profile(2, 1e-3), nccl])
+    paths = [tmp_path / "links-a.json", tmp_path / "links-b.json"]
+    for path, alpha in zip(paths, (1e-3, 5e-3), strict=True):
+        link_profile.write(launch_profile(2, alpha), path)
+    with pytest.raises(ValueError, match="two link profiles of torch measured 2 ranks"):
+        profiles.find_profiles(paths, [])
+    found = profiles.find_profiles(None, [str(tmp_path)])
+    assert found.named() == str(paths[0])
+    assert found.found["torch"][1].kinds["all_reduce"].alpha_s == 1e-3
