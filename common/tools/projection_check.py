@@ -1,17 +1,17 @@
 """The projection checked from the fewest nodes to more, on the SLURM test cluster: a benchmark
 that prints a table, not a test.
 
-    python -m common.tools.projection_check [--nodes 2,8] [--rates 50mbit,200mbit]
-        [--node-cpu 0.25] [--strategies ddp,fsdp2,hsdp,mwms] [--out DIR | --from DIR]
+    python -m common.tools.projection_check [--nodes 2,8] [--rates 50mbit,200mbit] [--node-cpu
+        0.25] [--strategies ddp,fsdp2,hsdp,mwms] [--profiles-at fewest|all] [--out|--from DIR]
 
-As root: brings up slurm/testcluster.py's cluster with nodes of a fixed CPU size (a quota each,
-the same at every node count) and takes it down at the end. For each rate, every link shaped:
-each framework's link profile on the fewest nodes (torch's with --tiers on 2 ranks a node for
-hsdp); each strategy's run at every node count (1 rank a node, hsdp 2); the run on the fewest
-nodes projected to the others as `compare.py --project` would. Printed per strategy, rate and
-node count: measured samples/s (the median of epochs 2-3), the projected range and the error
-against its nearer end. "ok": within TOLERANCE of it, and the range at most MAX_WIDTH wide.
-`--from DIR` prices again what a check kept (`--out DIR`): no cluster, no root.
+As root: brings up slurm/testcluster.py's cluster of nodes of a fixed CPU size (a quota each)
+and takes it down at the end. For each rate, every link shaped: each framework's link profile
+on the fewest nodes (torch's with --tiers, 2 ranks a node, for hsdp), with `--profiles-at all`
+torch's and TensorFlow's on the other node counts too; each strategy's run at every node count
+(1 rank a node, hsdp 2); the fewest nodes' run projected to the others as `compare.py
+--project` would, from the fewest nodes' profile and again from all (`profiles.merged`). Each
+row: measured samples/s (median of epochs 2-3), the projected range, the error against its
+nearer end, whether it holds (`projection_table`). `--from DIR` prices a kept `--out DIR` again.
 """
 
 from __future__ import annotations
@@ -24,17 +24,17 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from common.projection import link_profile
+from common.projection.profiles import merged
 from common.projection.step_model import project
 from common.report.inputs import load_runs
 from common.report.runs import RecordedRun
+from common.tools.projection_table import Row, judged, table
 
 REPO = Path(__file__).resolve().parents[2]
-TOLERANCE = 0.05  # measured samples/s against the projection's nearer end
-MAX_WIDTH = 0.10  # the range's high end over its low one, less 1
 SETTINGS = [  # the MLP with Adam, no dropout: 3 epochs of 30 steps (a global batch of 64)
     "data.train_limit=1920",
     "data.test_limit=500",
@@ -62,44 +62,6 @@ PROFILES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
-    strategy: str
-    rate: str
-    nodes: int
-    measured: float  # samples/s
-    low: float  # the projection without overlap
-    high: float  # with full overlap
-    error: float  # measured against the range's nearer end (0 inside it)
-    width: float  # high / low - 1
-    ok: bool
-
-
-def judged(strategy: str, rate: str, nodes: int, measured: float, low: float, high: float) -> Row:
-    """The row of one projection: its error against the nearer end of [low, high] and whether
-    it holds (within TOLERANCE, the range at most MAX_WIDTH wide)."""
-    nearer = min(max(measured, low), high)
-    error = measured / nearer - 1
-    width = high / low - 1
-    ok = abs(error) <= TOLERANCE and width <= MAX_WIDTH
-    return Row(strategy, rate, nodes, measured, low, high, error, width, ok)
-
-
-def table(rows: list[Row]) -> str:
-    """The benchmark's table, markdown."""
-    lines = [
-        "| strategy | rate | nodes | measured | projected | error | range | ok |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
-    ]
-    for row in rows:
-        projected = f"{row.low:,.0f}" if row.width < 0.005 else f"{row.low:,.0f}-{row.high:,.0f}"
-        lines.append(
-            f"| {row.strategy} | {row.rate} | {row.nodes} | {row.measured:,.0f} | {projected} "
-            f"| {row.error:+.1%} | {row.width:.1%} | {'yes' if row.ok else 'no'} |"
-        )
-    return "\n".join(lines)
-
-
 class Cluster:
     """The test cluster's commands, on its folder."""
 
@@ -123,12 +85,20 @@ class Cluster:
             raise RuntimeError(f"job {out.stem} failed (exit {done.returncode}):\n{tail}")
 
 
-def measure_profile(cluster: Cluster, name: str, nodes: int, folder: Path) -> Path:
+def profile_path(folder: Path, name: str, nodes: int | None = None) -> Path:
+    """Where a profile is kept: on the fewest nodes (None) links-NAME.json, else -xNODES."""
+    return folder / f"links-{name}{f'-x{nodes}' if nodes else ''}.json"
+
+
+def measure_profile(
+    cluster: Cluster, name: str, nodes: int, folder: Path, more: bool = False
+) -> Path:
+    """One profile on `nodes` nodes; `more`: on more than the fewest (kept apart)."""
     module, per_node, max_bytes, extra = PROFILES[name]
-    out = folder / f"links-{name}.json"
+    out = profile_path(folder, name, nodes if more else None)
     tool = ["srun", sys.executable, "-m", module, "--out", str(out), "--max-bytes", str(max_bytes)]
     layout = [f"--nodes={nodes}", f"--ntasks-per-node={per_node}"]
-    cluster.job([*layout, "--wrap", " ".join([*tool, *extra])], folder / f"links-{name}.out")
+    cluster.job([*layout, "--wrap", " ".join([*tool, *extra])], out.with_suffix(".out"))
     return out
 
 
@@ -151,6 +121,10 @@ def measure_rate(cluster: Cluster, args: argparse.Namespace, rate: str, folder: 
         for name in sorted({CASES[strategy][3] for strategy in args.strategies}):
             print(f"[projection-check] {rate}: profile {name}", file=sys.stderr, flush=True)
             measure_profile(cluster, name, args.nodes[0], folder)
+        for nodes in args.nodes[1:] if args.profiles_at == "all" else []:
+            for name in sorted({CASES[strategy][0] for strategy in args.strategies}):
+                print(f"[projection-check] {rate}: profile {name} x{nodes}", file=sys.stderr)
+                measure_profile(cluster, name, nodes, folder, more=True)
         for strategy in args.strategies:
             for nodes in args.nodes:
                 said = f"[projection-check] {rate}: {strategy} x{nodes}"
@@ -179,15 +153,21 @@ def judge_rate(args: argparse.Namespace, rate: str, folder: Path) -> list[Row]:
     projected to the other node counts with its profile, against the run measured there."""
     fewest, rows = args.nodes[0], []
     for strategy in args.strategies:
-        _, _, per_node, name = CASES[strategy]
-        profile = link_profile.read(folder / f"links-{name}.json")
+        framework, _, per_node, name = CASES[strategy]
+        bases = {str(fewest): [link_profile.read(profile_path(folder, name))]}
+        more = [n for n in args.nodes[1:] if profile_path(folder, framework, n).is_file()]
+        if more:  # --profiles-at all
+            kept = [link_profile.read(profile_path(folder, framework, n)) for n in more]
+            bases[",".join(map(str, [fewest, *more]))] = bases[str(fewest)] + kept
         runs = {nodes: read_run(folder, strategy, nodes) for nodes in args.nodes}
         for nodes in args.nodes[1:]:
-            found, caveats = project(runs[fewest], profile, [nodes * per_node])
-            if not found:
-                raise RuntimeError(f"{strategy} at {nodes} nodes not projected: {caveats}")
-            low, high = found[0].samples_s_low, found[0].samples_s_high
-            rows.append(judged(strategy, rate, nodes, samples_s(runs[nodes]), low, high))
+            for basis, each in bases.items():
+                found, caveats = project(runs[fewest], merged(each), [nodes * per_node])
+                if not found:
+                    raise RuntimeError(f"{strategy} at {nodes} nodes not projected: {caveats}")
+                low, high = found[0].samples_s_low, found[0].samples_s_high
+                measured = samples_s(runs[nodes])
+                rows.append(judged(strategy, rate, nodes, measured, low, high, basis))
     return rows
 
 
@@ -199,6 +179,13 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rates", default="50mbit,200mbit", help="tc rates of every link")
     parser.add_argument("--node-cpu", default="0.25", help="each node's cores (a CPU quota)")
     parser.add_argument("--strategies", default=",".join(CASES), help="of " + ", ".join(CASES))
+    parser.add_argument(
+        "--profiles-at",
+        choices=["fewest", "all"],
+        default="fewest",
+        help="measure torch's and TensorFlow's link profiles on the fewest nodes only, or on "
+        "every node count too (each row then priced both ways)",
+    )
     parser.add_argument("--out", help="keep the runs and profiles here (default: a temp folder)")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/projection-check-slurm"))
     parser.add_argument(

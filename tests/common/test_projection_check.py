@@ -4,7 +4,7 @@ benchmark itself runs on the SLURM test cluster, as root, by hand (docs/communic
 import pytest
 
 from common.tools import projection_check
-from common.tools.projection_check import judged, table
+from common.tools.projection_table import judged, table
 
 
 def test_a_measurement_inside_a_narrow_range_holds():
@@ -33,8 +33,8 @@ def test_the_table_gives_each_row_its_projection_and_verdict():
         judged("fsdp2", "200mbit", 8, measured=268.0, low=297.0, high=375.0),
     ]
     lines = table(rows).splitlines()
-    assert lines[2] == "| ddp | 50mbit | 8 | 430 | 376 | +14.4% | 0.0% | no |"
-    assert lines[3] == "| fsdp2 | 200mbit | 8 | 268 | 297-375 | -9.8% | 26.3% | no |"
+    assert lines[2] == "| ddp | 50mbit | 8 | 2 | 430 | 376 | +14.4% | 0.0% | no |"
+    assert lines[3] == "| fsdp2 | 200mbit | 8 | 2 | 268 | 297-375 | -9.8% | 26.3% | no |"
 
 
 @pytest.mark.parametrize(
@@ -60,3 +60,43 @@ def test_every_strategy_is_priced_by_a_profile_the_check_measures():
         module, profile_per_node, _, _ = projection_check.PROFILES[profile]
         assert module.startswith(f"{framework}_impl.")
         assert profile_per_node == per_node
+
+
+def _keep_run(folder, nodes: int, samples_s: float) -> None:
+    """ddp on `nodes` nodes, kept as the check keeps it: FOLDER/ddp-xN-ID/metrics.jsonl."""
+    from common.core.records.metrics import MetricsWriter
+    from tests.compare.test_projection import ddp_run
+    from tests.records import changed
+
+    run = ddp_run()
+    hosts = [f"n{rank + 1}" for rank in range(nodes)]
+    records = [changed(run.start, world_size=nodes, hosts=hosts)]
+    records += [changed(epoch, samples_per_s=samples_s) for epoch in run.epochs]
+    with MetricsWriter(folder / f"ddp-x{nodes}-{nodes}" / "metrics.jsonl") as writer:
+        for record in records:
+            writer.write(record)
+
+
+def test_profiles_kept_on_more_nodes_price_each_row_a_second_time(tmp_path, capsys):
+    """`--from` a check with `--profiles-at all`: each row priced with the fewest nodes'
+    profile, then with every profile kept (here 8 nodes' at 20 ms a call, where the 2 nodes'
+    latency per step prices 7 ms)."""
+    from common.projection import link_profile
+    from tests.compare.test_link_pricing import launch_profile
+
+    folder = tmp_path / "50mbit"
+    link_profile.write(launch_profile(2, 1e-3), projection_check.profile_path(folder, "torch"))
+    _keep_run(folder, 2, 6400.0)  # a 10 ms step: 2 ms of it the all-reduce, 8 ms compute
+    _keep_run(folder, 8, 2400.0)
+    argv = ["--from", str(tmp_path), "--rates", "50mbit", "--strategies", "ddp"]
+    projection_check.main(argv)
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ddp")]
+    # compute 8 ms x 2/8 = 2 ms; the all-reduce 14 steps x 0.5 ms + 1.75 MB x 1 ns: 8.75 ms
+    assert row.startswith("| ddp | 50mbit | 8 | 2 | 2,400 | 5,953-7,314 |")
+    eight = launch_profile(8, 20e-3)
+    link_profile.write(eight, projection_check.profile_path(folder, "torch", 8))
+    projection_check.main(argv)
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ddp")]
+    assert [row.split(" | ")[3] for row in rows] == ["2", "2,8"]
+    # the all-reduce 20 ms + 1.75 MB x 1 ns from 8 nodes' own points: 21.75 ms
+    assert rows[1].startswith("| ddp | 50mbit | 8 | 2,8 | 2,400 | 2,695-2,943 |")
