@@ -1,17 +1,17 @@
 """The projection checked from the fewest nodes to more, on the SLURM test cluster: a benchmark
 that prints a table, not a test.
 
-    python -m common.tools.projection_check [--nodes 2,8] [--rates 50mbit,200mbit] [--node-cpu
-        0.25] [--strategies ddp,fsdp2,hsdp,mwms] [--profiles-at fewest|all] [--out|--from DIR]
+    python -m common.tools.projection_check [--nodes 2,8] [--rates 50mbit,200mbit] [--repeats 1]
+        [--node-cpu .25] [--strategies ddp,fsdp2,hsdp,mwms] [--profiles-at all] [--out|--from D]
 
-As root: brings up slurm/testcluster.py's cluster of nodes of a fixed CPU size (a quota each)
-and takes it down at the end. For each rate, every link shaped: each framework's link profile
-on the fewest nodes (torch's with --tiers, 2 ranks a node, for hsdp), with `--profiles-at all`
-torch's and TensorFlow's on the other node counts too; each strategy's run at every node count
-(1 rank a node, hsdp 2); the fewest nodes' run projected to the others as `compare.py
---project` would, from the fewest nodes' profile and again from all (`profiles.merged`). Each
-row: measured samples/s (median of epochs 2-3), the projected range, the error against its
-nearer end, whether it holds (`projection_table`). `--from DIR` prices a kept `--out DIR` again.
+As root, on slurm/testcluster.py's cluster of nodes of a fixed CPU size, for each rate, every
+link shaped: each framework's link profile on the fewest nodes (torch's with --tiers, 2 ranks
+a node, for hsdp), with `--profiles-at all` torch's and TensorFlow's on the other node counts
+too; each strategy's runs at every node count (1 rank a node, hsdp 2); each fewest nodes' run
+projected to the others as `compare.py --project` would, from the fewest nodes' profile and
+again from all (`profiles.merged`). Each row, medians over the runs: samples/s (of epochs 2-3),
+the projected range, the error against its nearer end, whether it holds (`projection_table`).
+`--from DIR` prices a kept `--out` again.
 """
 
 from __future__ import annotations
@@ -125,23 +125,25 @@ def measure_rate(cluster: Cluster, args: argparse.Namespace, rate: str, folder: 
             for name in sorted({CASES[strategy][0] for strategy in args.strategies}):
                 print(f"[projection-check] {rate}: profile {name} x{nodes}", file=sys.stderr)
                 measure_profile(cluster, name, nodes, folder, more=True)
-        for strategy in args.strategies:
-            for nodes in args.nodes:
-                said = f"[projection-check] {rate}: {strategy} x{nodes}"
-                print(said, file=sys.stderr, flush=True)
-                measure_run(cluster, strategy, nodes, folder)
+        for repeat in range(args.repeats):  # interleaved: a slow spell of the host hits all
+            for strategy in args.strategies:
+                for nodes in args.nodes:
+                    said = f"[projection-check] {rate}: {strategy} x{nodes} ({repeat + 1})"
+                    print(said, file=sys.stderr, flush=True)
+                    measure_run(cluster, strategy, nodes, folder)
     finally:
         cluster.control("link", "--link", "off")
 
 
-def read_run(folder: Path, strategy: str, nodes: int) -> RecordedRun:
+def read_runs(folder: Path, strategy: str, nodes: int) -> list[RecordedRun]:
+    """Every run of `strategy` on `nodes` nodes that `folder` keeps (one per --repeats)."""
     found = sorted(folder.glob(f"{strategy}-x{nodes}-*/metrics.jsonl"))
     if not found:
         raise RuntimeError(f"no run of {strategy} on {nodes} nodes in {folder}")
-    (run,), problems, _ = load_runs([str(found[-1])])
+    runs, problems, _ = load_runs([str(path) for path in found])
     if problems:
-        raise RuntimeError(f"{found[-1]}: {problems}")
-    return run
+        raise RuntimeError(f"{folder}: {problems}")
+    return runs
 
 
 def samples_s(run: RecordedRun) -> float:
@@ -150,7 +152,8 @@ def samples_s(run: RecordedRun) -> float:
 
 def judge_rate(args: argparse.Namespace, rate: str, folder: Path) -> list[Row]:
     """The rows of one rate from what `folder` holds: each strategy's run on the fewest nodes
-    projected to the other node counts with its profile, against the run measured there."""
+    projected to the other node counts with its profile, against the run measured there; with
+    several runs of each (--repeats), the medians of their projections and of their speeds."""
     fewest, rows = args.nodes[0], []
     for strategy in args.strategies:
         framework, _, per_node, name = CASES[strategy]
@@ -159,14 +162,17 @@ def judge_rate(args: argparse.Namespace, rate: str, folder: Path) -> list[Row]:
         if more:  # --profiles-at all
             kept = [link_profile.read(profile_path(folder, framework, n)) for n in more]
             bases[",".join(map(str, [fewest, *more]))] = bases[str(fewest)] + kept
-        runs = {nodes: read_run(folder, strategy, nodes) for nodes in args.nodes}
+        runs = {nodes: read_runs(folder, strategy, nodes) for nodes in args.nodes}
         for nodes in args.nodes[1:]:
+            measured = statistics.median(samples_s(run) for run in runs[nodes])
             for basis, each in bases.items():
-                found, caveats = project(runs[fewest], merged(each), [nodes * per_node])
-                if not found:
-                    raise RuntimeError(f"{strategy} at {nodes} nodes not projected: {caveats}")
-                low, high = found[0].samples_s_low, found[0].samples_s_high
-                measured = samples_s(runs[nodes])
+                ends = []
+                for run in runs[fewest]:
+                    found, caveats = project(run, merged(each), [nodes * per_node])
+                    if not found:
+                        raise RuntimeError(f"{strategy} at {nodes} nodes not projected: {caveats}")
+                    ends.append((found[0].samples_s_low, found[0].samples_s_high))
+                low, high = (statistics.median(end) for end in zip(*ends, strict=True))
                 rows.append(judged(strategy, rate, nodes, measured, low, high, basis))
     return rows
 
@@ -186,6 +192,9 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
         help="measure torch's and TensorFlow's link profiles on the fewest nodes only, or on "
         "every node count too (each row then priced both ways)",
     )
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="runs of each strategy and node count (medians)"
+    )
     parser.add_argument("--out", help="keep the runs and profiles here (default: a temp folder)")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/projection-check-slurm"))
     parser.add_argument(
@@ -201,6 +210,8 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--nodes {args.nodes!r}: give node counts such as 2,8")
     if len(args.nodes) < 2 or args.nodes[0] < 2:
         parser.error("--nodes: two node counts at least, the fewest 2 or more (e.g. 2,8)")
+    if args.repeats < 1:
+        parser.error(f"--repeats {args.repeats}: give 1 or more runs of each")
     args.strategies = args.strategies.split(",")
     unknown = [name for name in args.strategies if name not in CASES]
     if unknown:

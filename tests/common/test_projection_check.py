@@ -62,8 +62,8 @@ def test_every_strategy_is_priced_by_a_profile_the_check_measures():
         assert profile_per_node == per_node
 
 
-def _keep_run(folder, nodes: int, samples_s: float) -> None:
-    """ddp on `nodes` nodes, kept as the check keeps it: FOLDER/ddp-xN-ID/metrics.jsonl."""
+def _keep_run(folder, nodes: int, samples_s: float, job: int = 0) -> None:
+    """ddp on `nodes` nodes, kept as the check keeps it: FOLDER/ddp-xN-JOB/metrics.jsonl."""
     from common.core.records.metrics import MetricsWriter
     from tests.compare.test_projection import ddp_run
     from tests.records import changed
@@ -72,7 +72,7 @@ def _keep_run(folder, nodes: int, samples_s: float) -> None:
     hosts = [f"n{rank + 1}" for rank in range(nodes)]
     records = [changed(run.start, world_size=nodes, hosts=hosts)]
     records += [changed(epoch, samples_per_s=samples_s) for epoch in run.epochs]
-    with MetricsWriter(folder / f"ddp-x{nodes}-{nodes}" / "metrics.jsonl") as writer:
+    with MetricsWriter(folder / f"ddp-x{nodes}-{job or nodes}" / "metrics.jsonl") as writer:
         for record in records:
             writer.write(record)
 
@@ -100,3 +100,23 @@ def test_profiles_kept_on_more_nodes_price_each_row_a_second_time(tmp_path, caps
     assert [row.split(" | ")[3] for row in rows] == ["2", "2,8"]
     # the all-reduce 20 ms + 1.75 MB x 1 ns from 8 nodes' own points: 21.75 ms
     assert rows[1].startswith("| ddp | 50mbit | 8 | 2,8 | 2,400 | 2,695-2,943 |")
+
+
+def test_repeated_runs_give_the_median_of_their_speeds_and_projections(tmp_path, capsys):
+    """Three runs of each (--repeats 3, kept under their job ids): the row takes the median
+    measured speed (2,400 of 2,000, 2,400 and 9,000) and the median projection (the 2-node runs
+    at 6,400 samples/s twice and 3,200 once: 6,400's)."""
+    from common.projection import link_profile
+    from tests.compare.test_link_pricing import launch_profile
+
+    folder = tmp_path / "50mbit"
+    link_profile.write(launch_profile(2, 1e-3), projection_check.profile_path(folder, "torch"))
+    for job, (two, eight) in enumerate([(6400, 2000), (6400, 2400), (3200, 9000)], start=10):
+        _keep_run(folder, 2, two, job)
+        _keep_run(folder, 8, eight, job)
+    projection_check.main(["--from", str(tmp_path), "--rates", "50mbit", "--strategies", "ddp"])
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ddp")]
+    assert row.startswith("| ddp | 50mbit | 8 | 2 | 2,400 | 5,953-7,314 |")
+    with pytest.raises(SystemExit):
+        projection_check.arguments(["--repeats", "0"])
+    assert "--repeats 0: give 1 or more" in capsys.readouterr().err
