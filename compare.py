@@ -100,9 +100,8 @@ def _projection_options(parser: argparse.ArgumentParser) -> None:
         type=Path,
         action="append",
         metavar="PROFILE",
-        help="a link profile for --project (python -m torch_impl.links or tf_impl.links); again "
-        "for one measured on more nodes: each group size is priced from its own launch's points; "
-        "default: the links*.json found in the results",
+        help="a link profile for --project (torch_impl.links, tf_impl.links); again for one of "
+        "more nodes, each size priced from its own; default: the results' links*.json",
     )
 
 
