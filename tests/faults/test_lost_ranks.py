@@ -90,6 +90,22 @@ def test_a_killed_chief_gets_a_run_end_naming_its_signal(module, tmp_path):
     assert end["error"].startswith(f"rank 0 was killed by SIGKILL (pid {victim} "), end["error"]
 
 
+@pytest.mark.parametrize("module", MODULES)
+def test_an_aborted_rank_prints_where_each_thread_was(module, tmp_path):
+    """SIGABRT, as glibc sends a process whose heap it found corrupt ("double free or
+    corruption", seen once in a TensorFlow rank of make test): the rank's stderr holds the
+    Python stack of its threads, the training loop's among them, before it dies of it."""
+    launcher, run_dir = launched_mid_training(module, tmp_path)
+    victim = rank_pid(launcher, 1)
+    os.kill(victim, signal.SIGABRT)
+    ranks, stderr = launcher.communicate(timeout=120)  # the launcher prints the ranks' lines
+    assert launcher.returncode == 128 + signal.SIGABRT, stderr
+    said = [line for line in ranks.splitlines() if line.startswith("[rank 1] ")]
+    assert "[rank 1] Fatal Python error: Aborted" in said, ranks[-3000:]
+    assert any("common/core/train/loop.py" in line for line in said), ranks[-3000:]
+    assert one_end(run_dir)["error"].startswith(f"rank 1 was killed by SIGABRT (pid {victim} ")
+
+
 def pending_signals(pid: int) -> int:
     """The signals pending on process `pid`, its own and its thread group's (a mask, bit
     signum - 1)."""

@@ -7,6 +7,7 @@ in a `Side`: its own checks, its start-up, its trainer, and what its failed star
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
 import os
 import sys
 from collections.abc import Callable
@@ -97,7 +98,9 @@ def refuse_early(prog: str, description: str | None) -> None:
 def main(side: Side, prog: str, description: str | None, argv: list[str] | None = None) -> NoReturn:
     """Train as the command line and the launch say; leave with the run's exit code: 0, 2 for
     a launch refused before anything started, 1 for a start-up that did not complete, else the
-    driver's (`common.core.train.loop`)."""
+    driver's (`common.core.train.loop`). A rank that native code kills (SIGSEGV, or SIGABRT
+    from glibc's heap checks) first prints every thread's Python stack to its stderr."""
+    faulthandler.enable(all_threads=True)
     if side.own_temp_folder:
         own_temp.take()
     args, options = cli.parse_train_args(prog, description, argv)
