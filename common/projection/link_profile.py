@@ -86,6 +86,9 @@ class Tier(BaseModel):
     """Groups timed at once: one per node (intra_node), one per rank of a node (inter_node)."""
     kinds: Annotated[dict[str, KindFit], Field(min_length=1)]
     """Each collective's fit over one group, timed on the chief's."""
+    sizes: dict[int, dict[str, KindFit]] = Field(default_factory=dict)
+    """Fits of the tier's groups of other sizes, by their ranks (profiles of launches of
+    several sizes merged, `common.projection.profiles.merged`); empty in a measured file."""
 
 
 class LinkProfile(BaseModel):
@@ -130,7 +133,8 @@ class LinkProfile(BaseModel):
         found = self.tiers.get(name)
         if found is None:
             return None
-        update = {"kinds": found.kinds, "world_size": found.ranks, "groups": {}, "tiers": {}}
+        update = {"kinds": found.kinds, "world_size": found.ranks, "groups": found.sizes}
+        update["tiers"] = {}
         return self.model_copy(update=update)
 
     def measured(self) -> dict[int, dict[str, KindFit]]:

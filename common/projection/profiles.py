@@ -13,6 +13,7 @@ from pathlib import Path
 
 from common.core.measure import peak
 from common.projection import link_profile
+from common.projection.link_profile import TierName
 from common.report.runs import RecordedRun
 
 
@@ -55,8 +56,8 @@ def merged(profiles: Sequence[link_profile.LinkProfile]) -> link_profile.LinkPro
     """One framework's profiles of launches of several sizes as one: the largest launch's, every
     other launch's fits a group of its size (`LinkProfile.groups`), so that a call over a size
     any of them measured is priced from that size's own points, not scaled by the algorithm's
-    steps from another. ValueError where they differ in framework, transport or device, or two
-    measured one size."""
+    steps from another; their tiers likewise (`tiers`). ValueError where they differ in
+    framework, transport or device, or two measured one size."""
     largest = max(profiles, key=lambda profile: profile.world_size)
     groups: dict[int, dict[str, link_profile.KindFit]] = {}
     for profile in profiles:
@@ -76,8 +77,21 @@ def merged(profiles: Sequence[link_profile.LinkProfile]) -> link_profile.LinkPro
             groups[size] = fits
     del groups[largest.world_size]
     hosts = largest.hosts + sorted({h for p in profiles for h in p.hosts} - set(largest.hosts))
-    tiers = next((p.tiers for p in [largest, *profiles] if p.tiers), {})
-    return largest.model_copy(update={"groups": groups, "hosts": hosts, "tiers": tiers})
+    return largest.model_copy(update={"groups": groups, "hosts": hosts, "tiers": tiers(profiles)})
+
+
+def tiers(profiles: Sequence[link_profile.LinkProfile]) -> dict[TierName, link_profile.Tier]:
+    """Each tier of the profiles as one: the largest launch's, every other launch's groups of
+    another size among its `sizes`. A size two launches measured keeps the larger launch's
+    fits (a node's ranks at 8 nodes, timed beside 7 other nodes' as the training runs there)."""
+    found: dict[TierName, link_profile.Tier] = {}
+    for profile in sorted(profiles, key=lambda profile: -profile.world_size):
+        for name, tier in profile.tiers.items():
+            kept = found.setdefault(name, tier)
+            if tier.ranks != kept.ranks and tier.ranks not in kept.sizes:
+                sizes = {**kept.sizes, tier.ranks: tier.kinds}
+                found[name] = kept.model_copy(update={"sizes": dict(sorted(sizes.items()))})
+    return found
 
 
 def find_profiles(

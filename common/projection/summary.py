@@ -125,12 +125,17 @@ def report(
             )
             continue
         sizes = sorted(profile.measured())
+        tiered = ", ".join(  # hsdp's groups: the sizes each tier measured
+            f"{name.replace('_', '-')} {' or '.join(map(str, sorted({t.ranks, *t.sizes})))}"
+            for name, t in profile.tiers.items()
+        )
+        tiered = f"; its tiers' groups of {tiered} ranks from their own" if tiered else ""
         also = "".join(f", {other}" for other in profiles.also.get(profile.framework, []))
         lines.append(
             f"== projection with the link profile {path}{also} ({profile.framework} "
             f"{profile.transport}, {profile.world_size} ranks on {hosts}): a group of "
             f"{' or '.join(map(str, sizes))} ranks priced from its own points, any other "
-            "from the largest measured below it, its latency by its algorithm's steps"
+            f"from the largest measured below it, its latency by its algorithm's steps{tiered}"
         )
         priced = [run for run in runs if profiles.of(run) is profile]
         caveats += [c for c in [step_model.host_caveat(priced, profile)] if c]

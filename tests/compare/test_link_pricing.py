@@ -9,7 +9,7 @@ import compare
 from common.core.config.config_io import load_config
 from common.core.measure.traffic import wire_bytes
 from common.core.records.entries import TrafficEntry
-from common.projection import link_profile, profiles, step_model
+from common.projection import link_profile, profiles, step_model, summary
 from common.report.runs import RecordedRun
 from tests.compare.test_projection import MB, ddp_run, profile
 from tests.records import changed, epoch, start, write_run
@@ -93,7 +93,7 @@ def _fit(alpha_s: float, beta_s_per_byte: float) -> link_profile.KindFit:
     return link_profile.KindFit(alpha_s=alpha_s, beta_s_per_byte=beta_s_per_byte, points=points)
 
 
-def _hsdp_run() -> RecordedRun:
+def hsdp_run() -> RecordedRun:
     """hsdp on 2 nodes of 2 ranks (shard groups of 2 within a node, replicas of 2 across), a
     step's collectives: 2 all-gathers of a 100 kB shard, a reduce-scatter of 400 kB and the
     replicas' all-reduce of 200 kB."""
@@ -128,7 +128,7 @@ def test_hsdp_prices_its_shards_within_a_node_and_its_replicas_across_nodes():
     (4 nodes of 2) the replicas' ring has 6 steps of 0.5 ms (1 ms over the 2 steps of 2 ranks) and
     300 kB of wire: 3.64 ms. Without tiers the launch's one fit prices all of it (3.87 ms), and a
     caveat says so."""
-    run = _hsdp_run()
+    run = hsdp_run()
     flat = profile().model_copy(
         update={"world_size": 4, "hosts": ["n1", "n1", "n2", "n2"], "kinds": {}}
     )
@@ -229,6 +229,43 @@ def test_profiles_of_two_launch_sizes_price_each_size_from_its_own_points(tmp_pa
         out = capsys.readouterr().out
         named = f"== projection with the link profile {paths[1]}, {paths[0]} (torch gloo, 8 ranks"
         assert named in out and "a group of 2 or 8 ranks priced from its own points" in out
+
+
+def tiered_profile(nodes: int, alpha_s: float) -> link_profile.LinkProfile:
+    """--tiers on `nodes` nodes of 2 ranks: within a node 0.1 ms a call and 10 GB/s, across
+    nodes `alpha_s` a call and 1 GB/s."""
+    hosts = [f"n{node}" for node in range(1, nodes + 1) for _ in (0, 1)]
+    within = {kind: _fit(1e-4, 1e-10) for kind in link_profile.KIND_NAMES}
+    across = {kind: _fit(alpha_s, 1e-9) for kind in link_profile.KIND_NAMES}
+    tiers = {
+        "intra_node": link_profile.Tier(ranks=2, groups=nodes, kinds=within),
+        "inter_node": link_profile.Tier(ranks=nodes, groups=2, kinds=across),
+    }
+    update = {"world_size": 2 * nodes, "kinds": across, "tiers": tiers}
+    return profile(hosts).model_copy(update=update)
+
+
+def test_hsdp_tiers_of_two_launch_sizes_price_each_group_from_its_own_points(tmp_path):
+    """--tiers on 2 nodes (across them 1 ms a call) and on 8 (20 ms, where 2's latency per step
+    gives 14 x 0.5 = 7 ms): hsdp at 8 nodes of 2 prices its replicas' all-reduce from 8's points
+    (13 ms more a step), at 2 nodes from 2's; within a node the larger launch's fit is kept (timed
+    beside 7 other nodes, as the training runs); the report names the sizes of each tier."""
+    two, eight = tiered_profile(2, 1e-3), tiered_profile(8, 20e-3)
+    both = profiles.merged([two, eight])
+    assert both.tiers["intra_node"].groups == 8 and both.tiers["inter_node"].ranks == 8
+    assert sorted(both.tiers["inter_node"].sizes) == [2]
+    run = hsdp_run()
+    at16, alone = (
+        step_model.communication_s(run, both, 16),
+        step_model.communication_s(run, two, 16),
+    )
+    assert at16 is not None and alone is not None and at16 - alone == pytest.approx(13e-3)
+    assert step_model.communication_s(run, both, 4) == step_model.communication_s(run, two, 4)
+    paths = [
+        link_profile.write(one, tmp_path / f"links-{n}.json") for n, one in ((2, two), (8, eight))
+    ]
+    said = "\n".join(summary.report([run], "16", paths, []).table)
+    assert "its tiers' groups of intra-node 2, inter-node 2 or 8 ranks from their own" in said
 
 
 def test_profiles_that_cannot_price_together_are_refused_by_name(tmp_path):
