@@ -6,11 +6,11 @@ that prints a table, not a test.
 
 As root, on slurm/testcluster.py's cluster of nodes of a fixed CPU size, for each rate, every
 link shaped: each framework's link profile on the fewest nodes (torch's with --tiers, 2 ranks
-a node, for hsdp), with `--profiles-at all` torch's and TensorFlow's on the other node counts
-too; each strategy's runs at every node count (1 rank a node, hsdp 2); each fewest nodes' run
-projected to the others as `compare.py --project` would, from the fewest nodes' profile and
-again from all (`profiles.merged`). Each row, medians over the runs: samples/s (of epochs 2-3),
-the projected range, the error against its nearer end, whether it holds (`projection_table`).
+a node, for hsdp), with `--profiles-at all` each of them on the other node counts too; each
+strategy's runs at every node count (1 rank a node, hsdp 2); each fewest nodes' run projected
+to the others as `compare.py --project` would, from the fewest nodes' profile and again from
+all (`profiles.merged`). Each row, medians over the runs: samples/s (of epochs 2-3), the
+projected range, the error against its nearer end, whether it holds (`projection_table`).
 `--from DIR` prices a kept `--out` again.
 """
 
@@ -122,7 +122,7 @@ def measure_rate(cluster: Cluster, args: argparse.Namespace, rate: str, folder: 
             print(f"[projection-check] {rate}: profile {name}", file=sys.stderr, flush=True)
             measure_profile(cluster, name, args.nodes[0], folder)
         for nodes in args.nodes[1:] if args.profiles_at == "all" else []:
-            for name in sorted({CASES[strategy][0] for strategy in args.strategies}):
+            for name in sorted({CASES[strategy][3] for strategy in args.strategies}):
                 print(f"[projection-check] {rate}: profile {name} x{nodes}", file=sys.stderr)
                 measure_profile(cluster, name, nodes, folder, more=True)
         for repeat in range(args.repeats):  # interleaved: a slow spell of the host hits all
@@ -156,11 +156,11 @@ def judge_rate(args: argparse.Namespace, rate: str, folder: Path) -> list[Row]:
     several runs of each (--repeats), the medians of their projections and of their speeds."""
     fewest, rows = args.nodes[0], []
     for strategy in args.strategies:
-        framework, _, per_node, name = CASES[strategy]
+        _, _, per_node, name = CASES[strategy]
         bases = {str(fewest): [link_profile.read(profile_path(folder, name))]}
-        more = [n for n in args.nodes[1:] if profile_path(folder, framework, n).is_file()]
+        more = [n for n in args.nodes[1:] if profile_path(folder, name, n).is_file()]
         if more:  # --profiles-at all
-            kept = [link_profile.read(profile_path(folder, framework, n)) for n in more]
+            kept = [link_profile.read(profile_path(folder, name, n)) for n in more]
             bases[",".join(map(str, [fewest, *more]))] = bases[str(fewest)] + kept
         runs = {nodes: read_runs(folder, strategy, nodes) for nodes in args.nodes}
         for nodes in args.nodes[1:]:

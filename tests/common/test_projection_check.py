@@ -120,3 +120,30 @@ def test_repeated_runs_give_the_median_of_their_speeds_and_projections(tmp_path,
     with pytest.raises(SystemExit):
         projection_check.arguments(["--repeats", "0"])
     assert "--repeats 0: give 1 or more" in capsys.readouterr().err
+
+
+def test_hsdp_is_priced_on_more_nodes_by_its_own_tiers_profile_there(tmp_path, capsys):
+    """hsdp's second row merges the tiers profile of 8 nodes (links-torch-tiers-x8.json), not
+    torch's profile of 1 rank a node kept beside it for ddp and fsdp2."""
+    from common.core.records.metrics import MetricsWriter
+    from common.projection import link_profile, profiles, step_model
+    from tests.compare.test_link_pricing import hsdp_run, launch_profile, tiered_profile
+    from tests.records import changed
+
+    folder = tmp_path / "200mbit"
+    two, eight = tiered_profile(2, 1e-3), tiered_profile(8, 20e-3)
+    link_profile.write(two, projection_check.profile_path(folder, "torch-tiers"))
+    link_profile.write(eight, projection_check.profile_path(folder, "torch-tiers", 8))
+    link_profile.write(launch_profile(8, 1e-3), projection_check.profile_path(folder, "torch", 8))
+    run = hsdp_run()
+    for nodes in (2, 8):
+        hosts = [f"n{node}" for node in range(1, nodes + 1) for _ in (0, 1)]
+        records = [changed(run.start, world_size=2 * nodes, hosts=hosts), *run.epochs]
+        with MetricsWriter(folder / f"hsdp-x{nodes}-{nodes}" / "metrics.jsonl") as writer:
+            for record in records:
+                writer.write(record)
+    projection_check.main(["--from", str(tmp_path), "--rates", "200mbit", "--strategies", "hsdp"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| hsdp")]
+    (at16,), _ = step_model.project(run, profiles.merged([two, eight]), [16])
+    low, high = at16.samples_s_low, at16.samples_s_high
+    assert rows[1].startswith(f"| hsdp | 200mbit | 8 | 2,8 | 6,400 | {low:,.0f}-{high:,.0f} |")
