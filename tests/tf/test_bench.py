@@ -61,8 +61,12 @@ def test_the_benchmark_measures_both_frameworks_with_median_and_spread():
     assert rows["tf plain loop"][4] == rows["torch plain loop"][4] == "1.00"
     assert float(rows["tf mwms / tensor"][4]) > 0 and rows["torch seed-style loop"][4] == "-"
     assert float(rows["tf suite's step, paired"][4]) > 0  # the steps taken in turn
-    # the cost per epoch beyond the steps, against the plain loop's: launched rows only
-    assert float(rows["tf mwms / tensor"][5]) != 0 and rows["tf plain loop"][5] == "-"
+    # the cost per epoch beyond the steps, against the plain loop's: launched rows only. Each
+    # may round to 0.0 ms on its own (10 steps an epoch here; seen once, [E] 2026-12-03); the
+    # two launched rows at 0.0 together would be a figure never computed
+    launched = [rows[name][5] for name in ("tf mwms / tensor", "torch single / tensor")]
+    assert all(re.fullmatch(r"-?\d+\.\d", cost) for cost in launched), launched
+    assert any(float(cost) != 0 for cost in launched) and rows["tf plain loop"][5] == "-"
     # MFU from the launched runs' records; the baselines record nothing
     assert rows["torch single / tensor"][6].endswith("%") and rows["tf plain loop"][6] == "-"
     assert rows["tf mwms / tensor"][7].endswith("%") and rows["torch plain loop"][7] == "-"
