@@ -33,8 +33,10 @@ GATHERS = ("GatherV2", "ResourceGather")
 READ_TIMEOUT_S = 120
 # A collective ends in its done callback on the executor's thread, which may run after the step
 # has returned to Python: a profiler stopped at once lost the collective's op (CollectiveReduceV2)
-# now and then, and the split read 0 s of collectives (docs/performance.md). The profiler stays
-# on this long after the step; wall_s leaves it out.
+# now and then, and the split read 0 s of collectives (docs/performance.md); stopped under that
+# callback, it corrupted the heap (SIGABRT: "double free or corruption", "free(): invalid
+# pointer"; 3 of 60 traced MLP runs of 2 workers). The profiler stays on this long after the
+# step (the split's and output.profile_steps' traces); wall_s leaves it out.
 SETTLE_S = 0.1
 SOURCE = "TensorFlow profiler via xprof, CPU (self time of each op)"
 PARTS = ("compute", "optimizer", "input", "collectives")
@@ -104,6 +106,12 @@ def profiled(work: Callable[[], T], scopes: tuple[str, ...]) -> tuple[T, StepSpl
             tf.profiler.experimental.stop()
         written = sorted(folder.glob("plugins/profile/*/*.xplane.pb"))  # one profile
         return result, split(op_times(written), scopes, wall_s)
+
+
+def stop_settled() -> None:
+    """Stop TensorFlow's profiler once the last collective's events are in (`SETTLE_S`)."""
+    time.sleep(SETTLE_S)
+    tf.profiler.experimental.stop()
 
 
 UNSAFE = (

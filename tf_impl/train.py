@@ -177,7 +177,7 @@ class TfTrainer(TrainerBase):
             yield
         finally:
             self.step_markers = False
-            tf.profiler.experimental.stop()
+            step_profile.stop_settled()
 
     def _marked(self, steps: int) -> contextlib.AbstractContextManager:
         """A step marker for TensorBoard's Profile tab while tracing, else nothing."""
