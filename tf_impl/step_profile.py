@@ -101,9 +101,8 @@ def profiled(work: Callable[[], T], scopes: tuple[str, ...]) -> tuple[T, StepSpl
             start = time.perf_counter()
             result = work()
             wall_s = time.perf_counter() - start
-            time.sleep(SETTLE_S)  # the collective's last events, after the step returned
         finally:
-            tf.profiler.experimental.stop()
+            stop_settled()  # the collective's last events, after the step returned
         written = sorted(folder.glob("plugins/profile/*/*.xplane.pb"))  # one profile
         return result, split(op_times(written), scopes, wall_s)
 
