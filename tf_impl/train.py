@@ -143,7 +143,7 @@ class TfTrainer(TrainerBase):
             return self._train_step(batch, lr)
         # the counted step: where its time goes, from TensorFlow's profiler (on a GPU the
         # kernels run beside the host's profile: none there, as on torch)
-        if self.on_gpu or not step_profile.safe_to_profile(self.cfg.net(), self.info.world_size):
+        if self.on_gpu or not step_profile.splits_here(self.cfg.net(), self.info.spec):
             return self._train_step(batch, lr)
         scopes = step_profile.scopes_of(self.optimizer)
         loss, self.counted_split = step_profile.profiled(
