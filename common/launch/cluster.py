@@ -48,6 +48,7 @@ class ClusterSpec:
     node: str  # this process's node
     master_addr: str
     master_port: int
+    meeting_ports: int = 1  # ports from master_port on which TF's chief may hold its meeting
     launch_id: str = ""  # the same in every rank of one launch (job id, launcher's run id)
     tf_ports: tuple[int, ...] = ()  # TensorFlow port of every rank, in rank order
     stop_reason_file: str = ""  # where common.launch says why a rank failed

@@ -1,5 +1,6 @@
 """The start-up meeting TF runs before joining its peers: real sockets, real threads."""
 
+import socket
 import threading
 import time
 from dataclasses import replace
@@ -68,21 +69,35 @@ def test_the_port_can_be_used_again_for_a_second_meeting():
     assert _run_ranks([0, 1], 2, port) == {0: "go", 1: "go"}
 
 
-def test_without_hosts_the_meeting_tells_every_rank_the_same_workers():
-    """torchrun tells a worker only MASTER_ADDR/PORT (the agent's store holds that port): the
-    meeting on the next port gives every rank each rank's address and its own TF port."""
-    (port,) = free_ports(1)
+def _meet_bare(jobs, timeout_s=10.0):
+    """Each job's ranks as torchrun starts them (MASTER_ADDR/PORT only), all at once: per job
+    (master_port, world), every rank's spec after the meeting, or its error."""
     learnt = {}
 
-    def one(rank):
-        bare = replace(_spec(rank, 3, port), hosts=(), tf_ports=(), master_addr="127.0.0.1")
-        learnt[rank] = wait_for_peers(bare, 5.0, 1)
+    def one(port, rank, world):
+        bare = replace(_spec(rank, world, port), hosts=(), tf_ports=(), master_addr="127.0.0.1")
+        try:
+            learnt[port, rank] = wait_for_peers(bare, timeout_s, 1)
+        except RendezvousError as error:
+            learnt[port, rank] = str(error)
 
-    threads = [threading.Thread(target=one, args=(rank,)) for rank in range(3)]
+    threads = [
+        threading.Thread(target=one, args=(port, rank, world))
+        for port, world in jobs
+        for rank in range(world)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
+    return learnt
+
+
+def test_without_hosts_the_meeting_tells_every_rank_the_same_workers():
+    """torchrun tells a worker only MASTER_ADDR/PORT (the agent's store holds that port): the
+    meeting on the next port gives every rank each rank's address and its own TF port."""
+    (port,) = free_ports(1)
+    learnt = {rank: spec for (_, rank), spec in _meet_bare([(port, 3)]).items()}
     assert (
         len(learnt) == 3
         and len({spec.tf_config()["cluster"]["worker"][0] for spec in learnt.values()}) == 1
@@ -93,3 +108,61 @@ def test_without_hosts_the_meeting_tells_every_rank_the_same_workers():
     assert all(
         spec.tf_ports == first.tf_ports and spec.rank == rank for rank, spec in learnt.items()
     )
+
+
+def _held_by_a_connection(port: int) -> tuple[socket.socket, socket.socket]:
+    """An outgoing connection whose source port is `port` (and what it connects to)."""
+    target = socket.create_server(("127.0.0.1", 0))
+    holder = socket.socket()
+    holder.bind(("", port))
+    holder.connect(target.getsockname())
+    return holder, target
+
+
+def test_a_port_after_master_port_held_by_a_connection_moves_the_meeting():
+    """torchrun --standalone's MASTER_PORT comes from bind(0), which Linux answers with odd
+    ports, and connect() takes even ones for its source ports: MASTER_PORT + 1 is one of those.
+    A clean clone's make test failed so (that port held for both attempts of a torchrun run);
+    the chief now holds the meeting on the next free port, and every rank finds it there."""
+    (port,) = free_ports(1)
+    holder, target = _held_by_a_connection(port + 1)
+    with holder, target:
+        learnt = _meet_bare([(port, 2)])
+        assert all(not isinstance(spec, str) for spec in learnt.values()), learnt
+        assert learnt[port, 0].tf_ports == learnt[port, 1].tf_ports
+        # the exit meeting, with the hosts learnt, looks for the chief the same way
+        assert _run_learnt([learnt[port, 0], learnt[port, 1]]) == {0: "go", 1: "go"}
+
+
+def _run_learnt(specs):
+    outcomes = {}
+
+    def one(spec):
+        try:
+            wait_for_peers(spec, 10.0, 1)
+            outcomes[spec.rank] = "go"
+        except RendezvousError as error:
+            outcomes[spec.rank] = str(error)
+
+    threads = [threading.Thread(target=one, args=(spec,)) for spec in specs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return outcomes
+
+
+def test_a_rank_never_joins_another_jobs_meeting():
+    """Two torchrun jobs on one host whose meetings look on the same ports: job A's chief moves
+    past a held port onto the one where job B's chief would meet first. B's ranks ask there,
+    are turned away (the chief answers its own job only), and meet on the next."""
+    (port,) = free_ports(1)
+    holder, target = _held_by_a_connection(port + 1)
+    with holder, target:
+        learnt = _meet_bare([(port, 2), (port + 1, 3)])
+    assert all(not isinstance(spec, str) for spec in learnt.values()), learnt
+    a = {learnt[port, rank].tf_ports for rank in range(2)}
+    b = {learnt[port + 1, rank].tf_ports for rank in range(3)}
+    assert len(a) == 1 and len(b) == 1
+    assert len(next(iter(a))) == 2 and len(next(iter(b))) == 3
+    assert not set(next(iter(a))) & set(next(iter(b)))
