@@ -185,6 +185,24 @@ def test_a_peak_measured_on_a_busy_machine_is_measured_again_when_it_is_quieter(
     assert peak.peak_flops(**asked, measure=lambda: probe(3.0e11)) == (3.0e11, "measured now")
 
 
+def test_a_busy_peak_that_a_quieter_probe_confirms_is_not_measured_again(tmp_path, monkeypatch):
+    """A figure from a swamped machine is measured again once it is quieter; when that probe
+    reads less, the figure stands and the entry says the quieter load, so the next run reuses
+    it instead of probing at every launch (make test once probed 42 times in two files)."""
+    monkeypatch.setenv(peak.CACHE_VARIABLE, str(tmp_path))
+    asked = {"device": "cpu:x", "precision": "fp32", "threads": 2}
+    peak.peak_flops(**asked, measure=lambda: probe(3.0e11))
+    table = json.loads(peak.cache_path().read_text())
+    for entry in table.values():
+        entry["load_1min"], entry["cores"] = 1e6, 2  # the machine was swamped then
+    peak.cache_path().write_text(json.dumps(table))
+    checked = peak.peak_flops(**asked, measure=lambda: probe(1.0e11))
+    assert checked[0] == 3.0e11 and "a new probe read less" in checked[1]
+    (entry,) = json.loads(peak.cache_path().read_text()).values()
+    assert entry["flops"] == 3.0e11 and entry["load_1min"] < 1e6  # the load it was checked at
+    assert entry["checked"].endswith("+00:00")
+
+
 def test_the_gemm_probe_grows_its_matrices_to_a_time_and_stops_within_its_budget():
     def make(size):
         return lambda: time.sleep(0.02 * (size / 256) ** 3)  # 0.02 s, then 0.16 s

@@ -129,8 +129,9 @@ def peak_flops(
     """(FLOP/s of one rank, where it came from): the cached figure for this host, device,
     precision and thread count, else `measure()`, cached with when and how it was measured;
     `fresh` measures again. The higher of a new and a cached figure counts (a probe reads low
-    when something else ran, never high). A cache that cannot be written only costs the next
-    run the measurement."""
+    when something else ran, never high); a cached figure a new probe confirms keeps the lower
+    of the two loads, so that a busy machine's figure is checked again only when it is
+    quieter still."""
     host = socket.gethostname()
     key = f"probe {PROBE_VERSION}|{host}|{processor()}|{device}|{precision}|{threads} threads"
     path = cache_path()
@@ -140,7 +141,9 @@ def peak_flops(
         return float(entry["flops"]), f"cached in {path} (measured {entry.get('measured')})"
     load = os.getloadavg()[0]
     probe = measure()
-    if entry and entry["flops"] >= probe.flops:
+    if entry and entry["flops"] >= probe.flops:  # it stands, now checked at a quieter load
+        checked = {**entry, "load_1min": min(load, entry.get("load_1min", load))}
+        _store(path, key, {**checked, "checked": provenance.utc_now()})
         return float(entry["flops"]), f"cached in {path} (a new probe read less: {probe.flops:.3g})"
     record = {
         **asdict(probe),
@@ -148,15 +151,21 @@ def peak_flops(
         "load_1min": load,
         "cores": _cores(),
     }
+    _store(path, key, record)
+    return probe.flops, "measured now"
+
+
+def _store(path: Path, key: str, entry: dict[str, Any]) -> None:
+    """`entry` under `key` in the cache at `path`; a cache that cannot be written only costs the
+    next run the measurement."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        table = {**_read(path), key: record}  # a rank measuring at the same time may win: fine
+        table = {**_read(path), key: entry}  # a rank measuring at the same time may win: fine
         partial = path.with_name(f".{path.name}.{os.getpid()}")
         partial.write_text(json.dumps(table, indent=1, sort_keys=True))
         partial.replace(path)
     except OSError:
         pass
-    return probe.flops, "measured now"
 
 
 def mfu(samples_per_s: float, flops_per_sample: int, peak_total: float) -> float | None:
