@@ -21,9 +21,15 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 # Runs under test measure the machine's GEMM peak while other tests load it: their figures go to
-# a cache of the session's own (inherited by every launched rank), never to the user's.
-os.environ["SUITE_CACHE_DIR"] = tempfile.mkdtemp(prefix="dist-mnist-test-cache-")
-atexit.register(shutil.rmtree, os.environ["SUITE_CACHE_DIR"], ignore_errors=True)
+# a cache of the session's own (inherited by every launched rank), never to the user's. The xdist
+# workers take their controller's, made before it starts them: a figure is probed once a session.
+SESSION_CACHE = "SUITE_TEST_SESSION_CACHE"
+if os.environ.get("PYTEST_XDIST_WORKER") and os.path.isdir(os.environ.get(SESSION_CACHE, "")):
+    os.environ["SUITE_CACHE_DIR"] = os.environ[SESSION_CACHE]
+else:
+    os.environ["SUITE_CACHE_DIR"] = tempfile.mkdtemp(prefix="dist-mnist-test-cache-")
+    os.environ[SESSION_CACHE] = os.environ["SUITE_CACHE_DIR"]
+    atexit.register(shutil.rmtree, os.environ["SUITE_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
