@@ -36,8 +36,8 @@ READ_TIMEOUT_S = 120
 # has returned to Python: a profiler stopped at once lost the collective's op (CollectiveReduceV2)
 # now and then, and the split read 0 s of collectives (docs/performance.md); stopped under that
 # callback, it corrupted the heap (SIGABRT: "double free or corruption", "free(): invalid
-# pointer"; 3 of 60 traced MLP runs of 2 workers). The profiler stays on this long after the
-# step (the split's and output.profile_steps' traces); wall_s leaves it out.
+# pointer"). The profiler stays on this long after the step (the split's and
+# output.profile_steps' traces); wall_s leaves it out.
 SETTLE_S = 0.1
 SOURCE = "TensorFlow profiler via xprof, CPU (self time of each op)"
 PARTS = ("compute", "optimizer", "input", "collectives")
@@ -132,8 +132,7 @@ def safe_to_profile(net: Any, world_size: int) -> bool:
 # once the group's leader, task 0, answers) into an event it has already freed
 # (tsl::profiler::SplitEventTracker::FindStartAndMerge under TraceMeRecorder::Consume, from a
 # core dump; with libstdc++ the std::vector of per-thread std::deque of events copies them as it
-# grows, the deque's move not being noexcept). ResNet-8, 2 workers, [E]: rank 1 died in 6 of 18
-# profiled runs, rank 0 in none of 38 (20 of them with rank 1 unprofiled). The split is the
+# grows, the deque's move not being noexcept; docs/performance.md has the runs). The split is the
 # chief's (its records are the run's): only the chief profiles the counted step.
 def splits_here(net: Any, spec: Any) -> bool:
     """Whether this worker profiles the counted step for the split: the chief, where
