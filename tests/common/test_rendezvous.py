@@ -14,23 +14,34 @@ def _spec(rank: int, world: int, port: int) -> ClusterSpec:
     return local_spec(world, rank, master_port=port, tf_ports=tuple(range(40001, 40001 + world)))
 
 
-def _run_ranks(ranks, world, port, timeout_s=5.0, attempts=1, delays=None):
-    outcomes = {}
+def _meet(specs, timeout_s=10.0, attempts=1, delays=None):
+    """Each of `specs` meets at once, a thread each, rank r `delays[r]` seconds late:
+    {(its master_port, rank): the spec wait_for_peers returned, or its error}."""
+    found = {}
 
-    def one(rank):
-        time.sleep((delays or {}).get(rank, 0.0))
+    def one(spec):
+        time.sleep((delays or {}).get(spec.rank, 0.0))
         try:
-            wait_for_peers(_spec(rank, world, port), timeout_s, attempts)
-            outcomes[rank] = "go"
+            found[spec.master_port, spec.rank] = wait_for_peers(spec, timeout_s, attempts)
         except RendezvousError as error:
-            outcomes[rank] = str(error)
+            found[spec.master_port, spec.rank] = str(error)
 
-    threads = [threading.Thread(target=one, args=(rank,)) for rank in ranks]
+    threads = [threading.Thread(target=one, args=(spec,)) for spec in specs]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
-    return outcomes
+    return found
+
+
+def _outcomes(found):
+    """{rank: "go", or its error}."""
+    return {rank: got if isinstance(got, str) else "go" for (_, rank), got in found.items()}
+
+
+def _run_ranks(ranks, world, port, timeout_s=5.0, attempts=1, delays=None):
+    specs = [_spec(rank, world, port) for rank in ranks]
+    return _outcomes(_meet(specs, timeout_s, attempts, delays))
 
 
 def test_all_ranks_meet_even_when_the_chief_starts_last():
@@ -72,25 +83,12 @@ def test_the_port_can_be_used_again_for_a_second_meeting():
 def _meet_bare(jobs, timeout_s=10.0):
     """Each job's ranks as torchrun starts them (MASTER_ADDR/PORT only), all at once: per job
     (master_port, world), every rank's spec after the meeting, or its error."""
-    learnt = {}
-
-    def one(port, rank, world):
-        bare = replace(_spec(rank, world, port), hosts=(), tf_ports=(), master_addr="127.0.0.1")
-        try:
-            learnt[port, rank] = wait_for_peers(bare, timeout_s, 1)
-        except RendezvousError as error:
-            learnt[port, rank] = str(error)
-
-    threads = [
-        threading.Thread(target=one, args=(port, rank, world))
+    bare = [
+        replace(_spec(rank, world, port), hosts=(), tf_ports=(), master_addr="127.0.0.1")
         for port, world in jobs
         for rank in range(world)
     ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    return learnt
+    return _meet(bare, timeout_s)
 
 
 def test_without_hosts_the_meeting_tells_every_rank_the_same_workers():
@@ -131,25 +129,7 @@ def test_a_port_after_master_port_held_by_a_connection_moves_the_meeting():
         assert all(not isinstance(spec, str) for spec in learnt.values()), learnt
         assert learnt[port, 0].tf_ports == learnt[port, 1].tf_ports
         # the exit meeting, with the hosts learnt, looks for the chief the same way
-        assert _run_learnt([learnt[port, 0], learnt[port, 1]]) == {0: "go", 1: "go"}
-
-
-def _run_learnt(specs):
-    outcomes = {}
-
-    def one(spec):
-        try:
-            wait_for_peers(spec, 10.0, 1)
-            outcomes[spec.rank] = "go"
-        except RendezvousError as error:
-            outcomes[spec.rank] = str(error)
-
-    threads = [threading.Thread(target=one, args=(spec,)) for spec in specs]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    return outcomes
+        assert _outcomes(_meet([learnt[port, 0], learnt[port, 1]])) == {0: "go", 1: "go"}
 
 
 def test_a_rank_never_joins_another_jobs_meeting():

@@ -172,30 +172,32 @@ def test_a_higher_probe_replaces_the_cached_peak_and_a_lower_one_does_not(tmp_pa
     assert peak.peak_flops(**asked, measure=lambda: probe(9e99))[0] == 2.0e11  # cached now
 
 
+def swamped():
+    """Every cached peak as if measured while the machine was swamped."""
+    table = json.loads(peak.cache_path().read_text())
+    for entry in table.values():
+        entry["load_1min"], entry["cores"] = 1e6, 2
+    peak.cache_path().write_text(json.dumps(table))
+
+
 def test_a_peak_measured_on_a_busy_machine_is_measured_again_when_it_is_quieter(
     tmp_path, monkeypatch
 ):
     monkeypatch.setenv(peak.CACHE_VARIABLE, str(tmp_path))
     asked = {"device": "cpu:x", "precision": "fp32", "threads": 2}
     peak.peak_flops(**asked, measure=lambda: probe(1.0e11))
-    table = json.loads(peak.cache_path().read_text())
-    for entry in table.values():
-        entry["load_1min"], entry["cores"] = 1e6, 2  # the machine was swamped then
-    peak.cache_path().write_text(json.dumps(table))
+    swamped()
     assert peak.peak_flops(**asked, measure=lambda: probe(3.0e11)) == (3.0e11, "measured now")
 
 
 def test_a_busy_peak_that_a_quieter_probe_confirms_is_not_measured_again(tmp_path, monkeypatch):
     """A figure from a swamped machine is measured again once it is quieter; when that probe
     reads less, the figure stands and the entry says the quieter load, so the next run reuses
-    it instead of probing at every launch (make test once probed 42 times in two files)."""
+    it instead of probing again at every launch."""
     monkeypatch.setenv(peak.CACHE_VARIABLE, str(tmp_path))
     asked = {"device": "cpu:x", "precision": "fp32", "threads": 2}
     peak.peak_flops(**asked, measure=lambda: probe(3.0e11))
-    table = json.loads(peak.cache_path().read_text())
-    for entry in table.values():
-        entry["load_1min"], entry["cores"] = 1e6, 2  # the machine was swamped then
-    peak.cache_path().write_text(json.dumps(table))
+    swamped()
     checked = peak.peak_flops(**asked, measure=lambda: probe(1.0e11))
     assert checked[0] == 3.0e11 and "a new probe read less" in checked[1]
     (entry,) = json.loads(peak.cache_path().read_text()).values()
