@@ -172,6 +172,7 @@ def up(
         wait_until(lambda pid_file=pid_file: read_pid(pid_file), 10, f"slurmd on {node}")
         started["pids"][f"slurmd-{node}"] = read_pid(pid_file)
         (root / "started.json").write_text(json.dumps(started))
+        testcluster_cpu.account(started["pids"][f"slurmd-{node}"])  # the jobs' CPU time
         if node_cpu is not None:  # before any job: its tasks inherit slurmd's group
             testcluster_cpu.size({node: started["pids"][f"slurmd-{node}"]}, node_cpu)
     env = {**os.environ, "SLURM_CONF": str(config)}
@@ -194,6 +195,7 @@ def take_down(root: Path, record: dict) -> None:
     daemons = [pid for pid in started["pids"].values() if pid]
     claim.take_down(record, daemons)
     testcluster_cpu.remove()
+    testcluster_cpu.unaccount()
     set_hosts([])
     (root / "started.json").unlink(missing_ok=True)
     shutil.rmtree(root / "state", ignore_errors=True)

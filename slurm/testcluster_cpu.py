@@ -2,7 +2,10 @@
 node's slurmd, and so every task it starts, in a cgroup v1 CPU quota of its own, SHARE cores
 per node whatever the number of nodes, as a real cluster's nodes are the same machine at 2 and
 at 8 of them. Without it a node's size is its share of the host's cores (pinned by taskset),
-which shrinks as nodes are added."""
+which shrinks as nodes are added.
+
+Every node's slurmd is also counted in one cpuacct group of the cluster's (`account`): its
+jobs' CPU time, ended processes included, which no test reaps (tests/cost.py adds it)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,9 @@ from pathlib import Path
 CGROUP = Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller
 PREFIX = "suite-"  # one group per node: suite-n1, ...
 MIN_QUOTA_US = 1_000  # the kernel's least quota a period
+# cgroup v1's cpuacct: one group for the whole cluster, named apart from the node groups (where
+# cpu and cpuacct share a hierarchy, `remove` must not take it)
+ACCOUNT = Path("/sys/fs/cgroup/cpuacct/dist-mnist-cluster")
 
 
 def period_us(share: float) -> int:
@@ -87,3 +93,37 @@ def remove() -> None:
             folder.rmdir()
         except OSError:
             pass
+
+
+def account(pid: int) -> None:
+    """Count `pid` (a node's slurmd) and all it starts from now on in the cluster's cpuacct
+    group; nothing where this kernel has no cgroup v1 cpuacct or forbids it."""
+    try:
+        ACCOUNT.mkdir(exist_ok=True)
+        (ACCOUNT / "cgroup.procs").write_text(str(pid))
+    except OSError:
+        pass
+
+
+def accounted_s() -> float | None:
+    """CPU seconds of every process the cluster's nodes have run since it came up; None where
+    nothing counts them."""
+    try:
+        return int((ACCOUNT / "cpuacct.usage").read_text()) / 1e9
+    except (OSError, ValueError):
+        return None
+
+
+def unaccount() -> None:
+    """The cluster's cpuacct group, gone, what is left in it moved to the root group first."""
+    if not ACCOUNT.is_dir():
+        return
+    for pid in (ACCOUNT / "cgroup.procs").read_text().split():
+        try:
+            (ACCOUNT.parent / "cgroup.procs").write_text(pid)
+        except OSError:  # it has ended meanwhile
+            pass
+    try:
+        ACCOUNT.rmdir()
+    except OSError:
+        pass

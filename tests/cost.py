@@ -4,9 +4,10 @@ kept for the next run's lanes (tests/lanes.py takes the heaviest files first).
 A test's span runs from the start of its setup to the end of its teardown, so a file's module
 and session fixtures count where they are made. Its CPU time is the pytest process's own, its
 children's once reaped (`resource.getrusage(RUSAGE_CHILDREN)`: the launchers and the ranks they
-reaped), and the warm servers' ranks (tests/warm_ranks.py), read from each server's
-/proc/PID/stat (its reaped children's utime and stime). Not counted: a SLURM job's processes,
-whose slurmstepd is the test cluster's daemon, not a child of the test.
+reaped), the warm servers' ranks (tests/warm_ranks.py), read from each server's /proc/PID/stat
+(its reaped children's utime and stime), and, for a test on the SLURM test cluster, what the
+cluster's nodes used meanwhile (its jobs, whose slurmstepd is no child of the test), from the
+cluster's cpuacct group (slurm/testcluster_cpu.py).
 
 Under pytest-xdist each worker measures its tests and hands the figures to the controller in the
 test's report (`user_properties`); the controller sums them per file.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -44,10 +46,26 @@ def _warm_cpu_s() -> float:
     return total
 
 
+def cluster_cpu_s() -> float:
+    """CPU seconds the SLURM test cluster's nodes have used since it came up, their jobs'
+    included, ended processes too (slurm/testcluster_cpu.py); 0 where no cluster counts them."""
+    folder = str(Path(__file__).resolve().parents[1] / "slurm")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    import testcluster_cpu
+
+    return testcluster_cpu.accounted_s() or 0.0
+
+
 def _cpu_s() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + _warm_cpu_s()
+
+
+def _cluster_s(item: pytest.Item) -> float:
+    """The SLURM test cluster's CPU seconds so far, for a test that uses it (its jobs' time)."""
+    return cluster_cpu_s() if "cluster" in getattr(item, "fixturenames", ()) else 0.0
 
 
 class Cost:
@@ -55,19 +73,22 @@ class Cost:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.started: dict[str, tuple[float, float]] = {}
+        self.started: dict[str, tuple[float, float, float]] = {}
         self.files: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        self.started[item.nodeid] = (time.perf_counter(), _cpu_s())
+        self.started[item.nodeid] = (time.perf_counter(), _cpu_s(), _cluster_s(item))
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
         if call.when == "teardown" and item.nodeid in self.started:
-            wall_start, cpu_start = self.started.pop(item.nodeid)
-            spent = (time.perf_counter() - wall_start, _cpu_s() - cpu_start)
+            wall_start, cpu_start, cluster_start = self.started.pop(item.nodeid)
+            cluster = _cluster_s(item)
+            # a cluster brought up anew in the test's span counts from its start
+            cluster -= cluster_start if cluster >= cluster_start else 0.0
+            spent = (time.perf_counter() - wall_start, _cpu_s() - cpu_start + cluster)
             report.user_properties.append((PROPERTY, spent))
         return report
 

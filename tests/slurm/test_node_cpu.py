@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cost import cluster_cpu_s
 from tests.records import read_metrics
 from tests.slurm.jobs import CLUSTER_DIR, QUICK, REPO, ROOT_ONLY, slurm_env
 
@@ -23,6 +24,14 @@ wall, cpu = time.perf_counter(), time.process_time()
 while time.process_time() - cpu < 0.02:
     pass
 print((time.perf_counter() - wall) / (time.process_time() - cpu))
+"""
+
+# one CPU-second, then the process ends
+BURN = """
+import time
+cpu = time.process_time()
+while time.process_time() - cpu < 1.0:
+    pass
 """
 
 
@@ -73,3 +82,15 @@ def test_nodes_of_a_fixed_cpu_size_are_held_to_it_and_the_run_says_so(cluster, t
         off = _cluster_cpu("off")
     assert off.returncode == 0, off.stderr
     assert not list(Path("/sys/fs/cgroup/cpu").glob("suite-*"))
+
+
+def test_the_cluster_counts_its_jobs_cpu_time_for_the_tests_cost(cluster, tmp_path):
+    """A job's processes run under slurmstepd, which no test reaps, so a test's rusage never saw
+    their CPU time: the cluster counts its nodes' in a cpuacct group of its own, ended
+    processes included, and each test's cost (tests/cost.py) adds what its jobs used."""
+    before = cluster_cpu_s()
+    burn = ["srun", "--nodes=1", "--job-name=burn", sys.executable, "-c", BURN]
+    ran = subprocess.run(burn, env=slurm_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    used = cluster_cpu_s() - before
+    assert 0.9 <= used < 5, f"the cluster counted {used:.2f} CPU s for a job of 1.0"
