@@ -86,7 +86,8 @@ class Cost:
         if call.when == "teardown" and item.nodeid in self.started:
             wall_start, cpu_start, cluster_start = self.started.pop(item.nodeid)
             cluster = _cluster_s(item)
-            # a cluster brought up anew in the test's span counts from its start
+            # a count below the start's: the cluster was brought up anew (1 node, then 2) in
+            # the test's span, and counts from there
             cluster -= cluster_start if cluster >= cluster_start else 0.0
             spent = (time.perf_counter() - wall_start, _cpu_s() - cpu_start + cluster)
             report.user_properties.append((PROPERTY, spent))
