@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from common.core.config import config_io, devices
 from common.core.measure.clocks import HostStepClock, in_turn
+from common.core.run.turns import Turns
 from common.data import mnist
 from common.launch import environment
 from common.report.harness_ratio import PAIRED
@@ -93,11 +94,13 @@ def plain_loop(
     batch: int,
     test: tuple[tf.Tensor, tf.Tensor],
     timed: int = 1,
+    turns: Turns | None = None,
 ) -> tuple[list[float], float]:
     """([samples/s of each timed pass], median step seconds over them) of the `timed` passes
     over the data after the first, the model tested after each, as the tutorials' loops and the
     launched runs test it; each step on the launched runs' step clock (the host's, the loss read
-    after each step)."""
+    after each step). `turns`: each pass, this loop's first, in turn with a launched run's
+    epochs (`common.core.run.turns`)."""
     cfg = config_io.load_config(None, [f"model.name={model_name}", "optim.name=adam"])
     model = build_model(cfg.net(), seed=0)
     step = plain_step(model, build_optimizer(cfg.optim), images, labels)
@@ -132,6 +135,9 @@ def plain_loop(
             clock.step_done()
         seconds = time.perf_counter() - start
         test_accuracy()
+        if turns is not None:  # the launched run's epoch, then this loop's next pass
+            turns.give()
+            turns.wait()
         if done:
             speeds.append(steps * batch / seconds)
             step_s += clock.step_times(seconds)
@@ -155,8 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         tf.constant(mnist.normalize(digits.test_images)[..., np.newaxis]),
         tf.constant(digits.test_labels.astype(np.int64)),
     )
+    turns = Turns(args.in_turn)  # the launched run beside this loop (the bench's), if any
     plain = [
-        plain_loop(args.model, images, labels, args.batch, test, args.timed)
+        plain_loop(args.model, images, labels, args.batch, test, args.timed, turns)
         for _ in range(args.repeats)
     ]
     passes = [speed for speeds, _ in plain for speed in speeds]

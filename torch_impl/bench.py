@@ -30,6 +30,7 @@ from torch.utils.data import DataLoader
 
 from common.core.config import config_io, devices, strategies
 from common.core.measure.clocks import HostStepClock, in_turn
+from common.core.run.turns import Turns
 from common.data import mnist
 from common.launch import environment
 from common.launch.cluster import ClusterSpec
@@ -81,11 +82,13 @@ def plain_loop(
     batch: int,
     test: tuple[torch.Tensor, torch.Tensor],
     timed: int = 1,
+    turns: Turns | None = None,
 ) -> tuple[list[float], float]:
     """([samples/s of each timed pass], median step seconds over them) of a bare loop over
     preloaded tensors (the fastest honest baseline): the tutorial's train() then test() each
     epoch, the `timed` passes after the first timed, each of their steps on the launched runs'
-    step clock."""
+    step clock. `turns`: each pass, this loop's first, in turn with a launched run's epochs
+    (`common.core.run.turns`)."""
     device = images.device
     model, optimizer = _model_and_optimizer(model_name, device)
     steps = len(labels) // batch
@@ -106,6 +109,9 @@ def plain_loop(
         _synchronize(device)
         seconds = time.perf_counter() - start
         test_accuracy(model, test)
+        if turns is not None:  # the launched run's epoch, then this loop's next pass
+            turns.give()
+            turns.wait()
         if done:
             speeds.append(steps * batch / seconds)
             step_s += clock.step_times(seconds)
@@ -192,8 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     # at every step (docs/performance.md, "Each harness against its framework's plain loop").
     test_images = torch.from_numpy(mnist.normalize(digits.test_images)).unsqueeze(1)
     test = (test_images.to(device), torch.from_numpy(digits.test_labels).to(device))
+    turns = Turns(args.in_turn)  # the launched run beside this loop (the bench's), if any
     plain = [
-        plain_loop(args.model, images, labels, args.batch, test, args.timed)
+        plain_loop(args.model, images, labels, args.batch, test, args.timed, turns)
         for _ in range(args.repeats)
     ]
     passes = [speed for speeds, _ in plain for speed in speeds]

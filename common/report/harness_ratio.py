@@ -28,6 +28,8 @@ OPTIONAL = (
     "steps_per_epoch",
     "beyond_steps_s",
     "per_epoch_s",
+    "loop_samples_per_s",
+    "loop_step_p50_s",
 )
 NAMES = {"torch": "torch", "tf": "TensorFlow"}
 # a launched cell of one rank: "<framework> <strategy>[ x1] / <pipeline>", no compile or --vary
@@ -43,8 +45,9 @@ AGAIN = "plain loop, again"
 class Bench:
     """One file: its rows (model, variant, ranks, samples_per_s, spread, repeats, step_p50_s
     where the bench timed steps, paired where it took the suite's step in turn with the plain
-    loop's, vs_plain_by_round where it wrote each round's ratio), where and when they were
-    measured, and the command."""
+    loop's, vs_plain_by_round where it wrote each round's ratio, loop_samples_per_s and
+    loop_step_p50_s where a plain loop took its passes in turn with the row's epochs), where
+    and when they were measured, and the command."""
 
     path: Path
     rows: list[dict[str, Any]]  # also steps_per_epoch, beyond_steps_s and per_epoch_s where written
@@ -58,6 +61,15 @@ class Bench:
     def step(self, model: str, variant: str) -> float | None:
         """The row's median step in seconds, where measured."""
         return self._figure(model, variant, "step_p50_s")
+
+    def loop(self, model: str, variant: str) -> tuple[float | None, float | None]:
+        """(samples/s, median step) of the plain loop the row is set against: the one that took
+        its passes in turn with the row's epochs, where one did, else its framework's row."""
+        speed = self._figure(model, variant, "loop_samples_per_s")
+        if speed is not None:
+            return speed, self._figure(model, variant, "loop_step_p50_s")
+        plain = f"{variant.split()[0]} plain loop"
+        return self.speed(model, plain), self.step(model, plain)
 
     def paired(self, model: str, framework: str) -> float | None:
         """The framework's plain step over the suite's, the two taken in turn in one process."""
@@ -130,9 +142,9 @@ def ratios(
             continue
         if not match or match[3] != pipeline:
             continue
-        plain = bench.speed(model, f"{match[1]} plain loop")
+        plain, plain_step = bench.loop(model, row["variant"])
         if plain and match[1] not in found:
-            plain_step, step = bench.step(model, f"{match[1]} plain loop"), row["step_p50_s"]
+            step = row["step_p50_s"]
             per_step = plain_step / step if plain_step and step else None
             speed = row["samples_per_s"]
             by_round = bench.by_round(model, row["variant"])
@@ -147,7 +159,7 @@ def at_length(bench: Bench, model: str, variant: str, steps: int) -> float | Non
     figures."""
     framework = variant.split()[0]
     plain = f"{framework} plain loop"
-    step, plain_step = bench.step(model, variant), bench.step(model, plain)
+    step, plain_step = bench.step(model, variant), bench.loop(model, variant)[1]
     extra = bench.per_epoch(model, variant)
     plain_rest = bench._figure(model, plain, "beyond_steps_s")
     if not step or not plain_step or extra is None or plain_rest is None:

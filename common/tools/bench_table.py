@@ -41,50 +41,70 @@ class Tally:
         found = self.figures.get((*row, kind))
         return statistics.median(found) if found else None
 
+    def loop(self, row: Row) -> tuple[list[float], list[float]]:
+        """(samples/s, median steps) round by round of the plain loop the row is set against:
+        the one that took its passes in turn with the row's epochs (`loop_speed`,
+        `loop_step_s`: a one-process launch of this tree), else its framework's own row."""
+        beside = self.figures.get((*row, "loop_speed"))
+        if beside:
+            return beside, self.figures.get((*row, "loop_step_s"), [])
+        plain = (row[0], f"{row[1].split()[0]} plain loop")
+        return self.speeds.get(plain, []), self.figures.get((*plain, "step_s"), [])
+
     def per_step(self, row: Row) -> float | None:
-        """The row's median step against its framework's plain loop's (plain / row): the
-        harness's cost per step, free of what a busy machine adds to a few steps; for the
-        suite's step paired with the plain loop's in one process, the two taken in turn."""
+        """The row's median step against its plain loop's (plain / row): the harness's cost
+        per step, free of what a busy machine adds to a few steps; for the suite's step paired
+        with the plain loop's in one process, the two taken in turn."""
         paired = self.figure(row, "paired")
         if paired is not None:
             return paired
-        step = self.figure(row, "step_s")
-        plain = self.figure((row[0], f"{row[1].split()[0]} plain loop"), "step_s")
-        return plain / step if step and plain else None
+        step, plain = self.figure(row, "step_s"), self.loop(row)[1]
+        return statistics.median(plain) / step if step and plain else None
 
     def beyond_steps(self, row: Row) -> list[float]:
         """Round by round, the seconds of the row's epoch beyond its steps at their median:
         what an epoch pays once (its start, its slow steps, what runs between steps), apart from
         what it pays per step. Empty where the steps or the epoch's length are not known."""
-        steps = self.figures.get((*row, "step_s"), [])
-        if not self.steps or len(steps) != len(self.speeds.get(row, [])):
+        return self._beyond(self.speeds.get(row, []), self.figures.get((*row, "step_s"), []))
+
+    def _beyond(self, speeds: list[float], steps: list[float]) -> list[float]:
+        if not self.steps or not speeds or len(steps) != len(speeds):
             return []
         samples = self.steps * self.batch
-        rounds = zip(self.speeds[row], steps, strict=True)
+        rounds = zip(speeds, steps, strict=True)
         return [samples / speed - self.steps * step for speed, step in rounds]
+
+    def _compared(self, row: Row) -> bool:
+        """Whether the row is set against a plain loop: not the plain loop itself, nor a paired
+        row (its samples/s are steps alone)."""
+        plain = (row[0], f"{row[1].split()[0]} plain loop")
+        return row != plain and self.figure(row, "paired") is None
 
     def per_epoch(self, row: Row) -> float | None:
         """The seconds the row's epoch pays beyond its steps, over what its plain loop's pays:
         the median of the rounds' differences. None for the plain loop itself, a paired row, and
         a row without the figures."""
-        plain = (row[0], f"{row[1].split()[0]} plain loop")
-        if row == plain or self.figure(row, "paired") is not None:
+        if not self._compared(row):
             return None
-        pairs = list(zip(self.beyond_steps(row), self.beyond_steps(plain), strict=False))
-        return statistics.median(own - loop for own, loop in pairs) if pairs else None
+        loop = self._beyond(*self.loop(row))
+        pairs = list(zip(self.beyond_steps(row), loop, strict=False))
+        return statistics.median(own - theirs for own, theirs in pairs) if pairs else None
 
     def by_round(self, row: Row) -> list[float]:
-        """The row's samples/s over its framework's plain loop's, round by round: each pair a few
-        measurements apart, where the ratio of the medians may set one round's slow spell
-        against another round's quiet one. Empty for the plain loop itself, a paired row (its
-        samples/s are steps alone), and a row without such a loop."""
-        plain = (row[0], f"{row[1].split()[0]} plain loop")
-        if row == plain or self.figure(row, "paired") is not None:
+        """The row's samples/s over its plain loop's (`loop`), round by round: for a loop run
+        apart, each pair a few measurements apart, where the ratio of the medians may set one
+        round's slow spell against another round's quiet one. Empty for the plain loop itself,
+        a paired row, and a row without such a loop."""
+        if not self._compared(row):
             return []
-        return [
-            speed / against
-            for speed, against in zip(self.speeds[row], self.speeds.get(plain, []), strict=False)
-        ]
+        speeds = zip(self.speeds[row], self.loop(row)[0], strict=False)
+        return [speed / against for speed, against in speeds]
+
+    def against(self, row: Row) -> float | None:
+        """The median samples/s of the plain loop the row is set against (`loop`; the plain
+        loop's own row, itself); None for a paired row."""
+        speeds = self.loop(row)[0]
+        return statistics.median(speeds) if speeds and self.figure(row, "paired") is None else None
 
 
 def _percent(value: float | None, width: int) -> str:
@@ -112,10 +132,11 @@ def main_table(tally: Tally) -> list[str]:
         f"{'vs plain':>8} {'per step':>8} {'+ms/ep':>7} {'MFU':>6} {'eval MFU':>8}",
         "(MFU: training, eval MFU: the evaluation's forward passes, both against the ranks' "
         "summed GEMM peak, common.core.measure.peak)",
-        "(median of the repeats; spread = (max - min) / median; vs plain: against the same "
-        "framework's plain loop, only from 2 repeats on; per step: the plain loop's median step "
-        "over the row's; +ms/ep: what the row's epoch takes beyond its steps at their median, "
-        "over what the plain loop's does, a cost per epoch, not per step)",
+        "(median of the repeats; spread = (max - min) / median; vs plain: against the plain "
+        "loop that took its passes in turn with the row's epochs (a one-process launch), else "
+        "the framework's plain loop row, only from 2 repeats on; per step: the plain loop's "
+        "median step over the row's; +ms/ep: what the row's epoch takes beyond its steps at "
+        "their median, over what the plain loop's does, a cost per epoch, not per step)",
         "(suite's step, paired: the suite's train_step and the plain loop's step taken in turn "
         "in one process, so that a slow spell of a busy machine slows both; its per step is "
         "theirs)",
@@ -124,11 +145,9 @@ def main_table(tally: Tally) -> list[str]:
     for (model_name, variant), speeds in tally.speeds.items():
         middle = statistics.median(speeds)
         spread = (max(speeds) - min(speeds)) / middle
-        plain = tally.speed((model_name, f"{variant.split()[0]} plain loop"))
         row = (model_name, variant)
         # a paired row's samples/s are its steps' alone: no epoch to set against the loop's
-        paired = tally.figure(row, "paired") is not None
-        against = plain if len(speeds) > 1 and not paired else None
+        against = tally.against(row) if len(speeds) > 1 else None
         ratio = f"{middle / against:8.2f}" if against else f"{'-':>8}"
         spread_text = f"{spread:7.0%}" if len(speeds) > 1 else f"{'-':>7}"
         lines.append(
@@ -206,6 +225,8 @@ def rows(tally: Tally) -> list[dict[str, Any]]:
                 "steps_per_epoch": tally.steps or None,
                 "beyond_steps_s": statistics.median(beyond) if beyond else None,
                 "per_epoch_s": tally.per_epoch((model_name, variant)),
+                "loop_samples_per_s": tally.figure((model_name, variant), "loop_speed"),
+                "loop_step_p50_s": tally.figure((model_name, variant), "loop_step_s"),
             }
         )
     return found

@@ -16,17 +16,20 @@ from typing import Any
 
 from common.core.records import metrics
 from common.core.records.records import METRICS_FILENAME, Epoch
+from common.core.run import turns
 from common.core.train.progress import TERMINAL_EVERY_S, Progress
 from common.data import mnist
 from common.models import zoo
 from common.report.harness_ratio import PAIRED
 from common.tools import programs
+from common.tools.paired_launch import in_turn
 
 BATCH = 64
 # Epochs (plain loops: passes) timed after the first, each cell's figure their median: a small
-# model's epoch can last a fraction of a second, which one slow spell of a busy host moves a lot
-# (docs/performance.md, "Three timed epochs").
-TIMED = 3
+# model's epoch can last a fraction of a second, which one slow spell of a busy host moves a
+# lot. A one-process launch takes its epochs in turn with its plain loop's passes, so a round's
+# ratio is the median of TIMED pairs, each a fraction of a second apart.
+TIMED = 5
 TIMEOUT_S = 1800
 TAIL = 2000  # characters of a failed program's output that are shown
 
@@ -74,7 +77,21 @@ def baseline_arguments(
         action="store_true",
         help="the plain loop alone (the bench's --floor measures it again after the launches)",
     )
+    parser.add_argument(
+        "--in-turn",
+        type=int,
+        metavar="FD",
+        help="take each pass in turn with a launched run's epochs over the socket FD, this "
+        "loop first (common.core.run.turns; the bench passes it, with --plain-only)",
+    )
     args = parser.parse_args(argv)
+    if args.in_turn is not None:
+        if not args.plain_only or args.repeats != 1:
+            parser.error("--in-turn: one plain loop alone, beside the run; add --plain-only")
+        try:
+            turns.check_socket(args.in_turn)
+        except ValueError as error:
+            parser.error(f"--in-turn {args.in_turn}: {error}; only the bench passes it")
     if args.timed < 1:
         parser.error(f"--timed {args.timed}: time at least one pass after the first")
     if args.paired and args.plain_only:
@@ -99,17 +116,7 @@ def baselines(
     `--timed` times one pass after each of `timed` fresh starts (`--repeats`) instead.
     `plain_only`: the plain loop alone (this tree only)."""
     command = [
-        sys.executable,
-        "-m",
-        programs.get(framework).bench_module,
-        "--model",
-        model_name,
-        "--train-limit",
-        str(limit),
-        "--batch",
-        str(BATCH),
-        "--device",
-        device,
+        *_baseline_command(framework, model_name, limit, device),
         *(["--plain-only"] if plain_only else ["--paired"] if root is None else []),
     ]
     ran = functools.partial(
@@ -130,6 +137,23 @@ def baselines(
         )
         for name, speed in said["samples_per_s"].items()
     }
+
+
+def _baseline_command(framework: str, model_name: str, limit: int, device: str) -> list[str]:
+    """The framework's baselines program (`<framework>_impl.bench`) on a cell's data."""
+    return [
+        sys.executable,
+        "-m",
+        programs.get(framework).bench_module,
+        "--model",
+        model_name,
+        "--train-limit",
+        str(limit),
+        "--batch",
+        str(BATCH),
+        "--device",
+        device,
+    ]
 
 
 def cell_settings(model_name: str, pipeline: str, limit: int, batch: int) -> list[str]:
@@ -176,9 +200,24 @@ def launched(
         command = side.train_command(overrides)
         if nproc > 1:
             command = [*programs.local_launch(nproc), *command]
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=TIMEOUT_S, **in_tree(root)
-        )
+        beside: dict[str, float] = {}
+        if nproc == 1 and root is None:  # an older tree's programs lack --in-turn
+            loop = [*_baseline_command(framework, model_name, limit, device), "--timed", str(timed)]
+            done, loop_done = in_turn(command, loop, TIMEOUT_S)
+            if loop_done.returncode != 0:
+                raise RuntimeError(
+                    f"{framework} plain loop beside {strategy}/{pipeline} failed (exit "
+                    f"{loop_done.returncode}):{_tails(loop_done)}"
+                )
+            said = json.loads(loop_done.stdout.strip().splitlines()[-1])
+            beside = {
+                "loop_speed": said["samples_per_s"]["plain loop"],
+                "loop_step_s": said["step_s"]["plain loop"],
+            }
+        else:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=TIMEOUT_S, **in_tree(root)
+            )
         if done.returncode != 0:
             raise RuntimeError(
                 f"{framework} {strategy}/{pipeline} failed (exit {done.returncode}):{_tails(done)}"
@@ -192,7 +231,7 @@ def launched(
                 f"{1 + timed}: nothing after its first to time"
             )
         speed, figures = _median_epoch(epochs)
-        return speed, {**figures, "timed_epochs": float(len(epochs))}
+        return speed, {**figures, **beside, "timed_epochs": float(len(epochs))}
 
 
 def _median_epoch(epochs: list[Epoch]) -> tuple[float, dict[str, float | None]]:

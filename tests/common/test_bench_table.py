@@ -67,3 +67,20 @@ def test_a_cost_per_epoch_is_told_apart_from_the_cost_per_step():
     assert row["beyond_steps_s"] == pytest.approx(0.017)
     # without the epoch's length (an older bench's tally) nothing is made up
     assert bench_table.Tally().beyond_steps(CELL) == []
+
+
+def test_a_cell_is_set_against_the_plain_loop_that_took_turns_with_it():
+    """A one-process launch's own plain loop (its passes in turn with the cell's epochs) is the
+    one its ratios use, round by round and step by step, not the loop measured apart."""
+    tally = bench_table.Tally(steps=100, batch=64)
+    beside = [(800.0, 0.0010), (500.0, 0.0016)]  # round 2: a slow spell fell on both
+    for speed, (loop_speed, loop_step) in zip([792.0, 505.0], beside, strict=True):
+        tally.add(PLAIN, 1, 1000.0, {"step_s": 0.0008})
+        figures = {"step_s": loop_step * 1.01, "loop_speed": loop_speed, "loop_step_s": loop_step}
+        tally.add(CELL, 1, speed, figures)
+    assert tally.by_round(CELL) == pytest.approx([0.99, 1.01])
+    assert tally.per_step(CELL) == pytest.approx(1 / 1.01)
+    assert tally.against(CELL) == pytest.approx(650.0)
+    row = next(r for r in bench_table.rows(tally) if r["variant"] == CELL[1])
+    assert row["loop_samples_per_s"] == pytest.approx(650.0)
+    assert row["loop_step_p50_s"] == pytest.approx(0.0013)

@@ -154,6 +154,23 @@ def test_the_verdict_gives_the_rounds_ratio_where_a_spell_split_the_medians(resu
     )
 
 
+def test_the_verdict_sets_a_cell_against_the_plain_loop_that_took_turns_with_it(results, capsys):
+    # the plain loop measured apart ran in a quiet spell (90,000), the cell and the loop that
+    # took its passes in turn with the cell's epochs in a slow one (72,000 and 80,000)
+    tally = Tally()
+    for _ in range(3):
+        tally.add(("mlp", "torch plain loop"), 1, 90_000.0, {"step_s": 0.0007})
+        beside = {"step_s": 0.0009, "loop_speed": 80_000.0, "loop_step_s": 0.00081}
+        tally.add(("mlp", "torch single / tensor"), 1, 72_000.0, beside)
+    measured_files.write(results / "bench.json", rows(tally), ["python -m bench"])
+    code, out = verdict(results, capsys)
+    assert code == 0, out.err
+    assert (
+        "torch single / tensor runs at 0.90x torch's plain loop (0.90x round by round; 0.90x "
+        "step by step)" in out.out
+    ), out.out
+
+
 def test_the_verdict_gives_the_hosts_floor_where_the_plain_loop_was_measured_again(results, capsys):
     # --floor: the plain loop once more after the launches, 0.95, 1.02 and 0.97 of itself
     rounds = [(90_000.0, 88_200.0, 85_500.0), (80_000.0, 80_000.0, 81_600.0)]

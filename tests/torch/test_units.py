@@ -287,7 +287,8 @@ def test_the_plain_loops_test_counts_every_test_image_in_eval_mode(digits):
 
 
 def test_a_launched_cells_figures_are_the_medians_of_its_timed_epochs():
-    """A bench cell launches 1 + timed epochs; its figures are medians over the timed ones."""
+    """A bench cell launches 1 + timed epochs; its figures are medians over the timed ones,
+    and the plain loop's that took its passes in turn with them."""
     from common.tools import measure
 
     speed, figures = measure.launched(
@@ -295,3 +296,4 @@ def test_a_launched_cells_figures_are_the_medians_of_its_timed_epochs():
     )
     assert figures["timed_epochs"] == 2
     assert speed > 0 and figures["step_s"] > 0 and figures["mfu"] > 0
+    assert figures["loop_speed"] > 0 and figures["loop_step_s"] > 0

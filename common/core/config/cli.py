@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from common.core.config import strategies
 from common.core.config.config_io import add_config_arguments
+from common.core.run import turns
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -27,6 +28,9 @@ class RunOptions:
     """Show live progress inside each epoch (the chief only)."""
     progress_every_s: float | None = None
     """Seconds between progress lines (default: 0.5 on a terminal, 30 in a log file)."""
+    in_turn_fd: int | None = None
+    """A socket to take each epoch in turn with another process over (`common.core.run.turns`:
+    the bench's plain loop); None: alone."""
 
 
 def strategy_list() -> str:
@@ -92,7 +96,19 @@ def parse_train_args(
         metavar="S",
         help="seconds between progress lines (default 0.5 on a terminal, 30 in a log)",
     )
+    parser.add_argument(
+        "--in-turn",
+        type=int,
+        metavar="FD",
+        help="take each epoch in turn with another process over the socket FD, inherited from "
+        "the bench (common.tools.bench) that starts this run beside its plain loop",
+    )
     args = parser.parse_args(argv)
+    if args.in_turn is not None:
+        try:
+            turns.check_socket(args.in_turn)
+        except ValueError as error:
+            parser.error(f"--in-turn {args.in_turn}: {error}; only the bench passes it")
     if args.progress_every is not None and not args.progress_every >= 0:
         parser.error(f"--progress-every must be >= 0 seconds, got {args.progress_every}")
     if args.stop_after_epoch < 0:
@@ -110,5 +126,6 @@ def parse_train_args(
         stop_after_step=args.stop_after_step,
         progress=not args.quiet,
         progress_every_s=args.progress_every,
+        in_turn_fd=args.in_turn,
     )
     return args, options

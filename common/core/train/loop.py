@@ -38,6 +38,7 @@ from common.core.run.stop_signals import (
     Stops,
 )
 from common.core.run.stuck_collective import LastWords
+from common.core.run.turns import Turns
 from common.core.train.contract import Trainer
 from common.core.train.epoch import train_epoch
 from common.core.train.mid_epoch import MidEpoch
@@ -73,7 +74,9 @@ def train_epochs(
     steps = trainer.steps_per_epoch
     wanted = cfg.output.profile_steps
     traces = Traces(trainer, run.run_dir, wanted) if wanted else None
+    turns = Turns(options.in_turn_fd)  # the bench's plain loop beside this run, if any
     for epoch in range(start.epoch, cfg.train.epochs):
+        turns.wait()
         done = epoch + 1
         trainer.reset_peak_memory()
         counting = trainer.spec.world_size > 1 and epoch == start.epoch
@@ -151,6 +154,7 @@ def train_epochs(
             or stopping
         ):
             run.checkpoint(done)
+        turns.give()
         if preempted and done < cfg.train.epochs:
             raise Preempted(f"preempted (SIGUSR1): checkpointed epoch {done}; resume")
         if stopping and done < cfg.train.epochs:
