@@ -5,12 +5,12 @@
         [--vary torch.sharding=shard_grad_op] [--against REF] [--floor] [--out RESULTS/bench.json]
 
 Each round measures every cell once, --repeats rounds interleaved; a cell is a real launch, its
-figures the medians over the epochs after its first. The table gives each cell's median, spread
+figures the medians over the epochs after its first, a one-process launch's taken in turn with
+its plain loop's passes (`common.core.run.turns`). The table gives each cell's median, spread
 and ratio to its plain loop, also round by round and step by step, and what its epoch pays once
-beyond its steps against the plain loop's (`common.tools.bench_table`): a cost per epoch weighs
-less in a longer one. The baselines run in a process of their own (no framework is imported
-here). --against REF measures the cells on that commit too, --floor each plain loop once more:
-the host's noise. --out writes the rows where compare.py's verdict finds them.
+beyond its steps (`common.tools.bench_table`). The baselines run in a process of their own (no
+framework is imported here). --against REF measures the cells on that commit too, --floor each
+plain loop once more: the host's noise. --out writes the rows for compare.py's verdict.
 docs/performance.md says what each row means.
 """
 
