@@ -14,9 +14,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from common.core.config.cli import check_socket
 from common.core.records import metrics
 from common.core.records.records import METRICS_FILENAME, Epoch
-from common.core.run import turns
 from common.core.train.progress import TERMINAL_EVERY_S, Progress
 from common.data import mnist
 from common.models import zoo
@@ -89,7 +89,7 @@ def baseline_arguments(
         if not args.plain_only or args.repeats != 1:
             parser.error("--in-turn: one plain loop alone, beside the run; add --plain-only")
         try:
-            turns.check_socket(args.in_turn)
+            check_socket(args.in_turn)
         except ValueError as error:
             parser.error(f"--in-turn {args.in_turn}: {error}; only the bench passes it")
     if args.timed < 1:

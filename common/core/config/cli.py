@@ -4,12 +4,13 @@ both sides): the config arguments, and how this launch relates to the run's earl
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
 from dataclasses import dataclass
 
 from common.core.config import strategies
 from common.core.config.config_io import add_config_arguments
-from common.core.run import turns
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -31,6 +32,17 @@ class RunOptions:
     in_turn_fd: int | None = None
     """A socket to take each epoch in turn with another process over (`common.core.run.turns`:
     the bench's plain loop); None: alone."""
+
+
+def check_socket(fd: int) -> None:
+    """ValueError unless `fd` is an open socket of this process (`--in-turn`'s, and
+    `common.core.run.turns`')."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError as error:
+        raise ValueError(f"{fd} is not an open file descriptor ({error.strerror})") from None
+    if not stat.S_ISSOCK(mode):
+        raise ValueError(f"file descriptor {fd} is not a socket")
 
 
 def strategy_list() -> str:
@@ -106,7 +118,7 @@ def parse_train_args(
     args = parser.parse_args(argv)
     if args.in_turn is not None:
         try:
-            turns.check_socket(args.in_turn)
+            check_socket(args.in_turn)
         except ValueError as error:
             parser.error(f"--in-turn {args.in_turn}: {error}; only the bench passes it")
     if args.progress_every is not None and not args.progress_every >= 0:

@@ -9,19 +9,9 @@ launched run's last epoch. A process whose partner is gone (its end closed) goes
 
 from __future__ import annotations
 
-import os
 import socket
-import stat
 
-
-def check_socket(fd: int) -> None:
-    """ValueError unless `fd` is an open socket of this process."""
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError as error:
-        raise ValueError(f"{fd} is not an open file descriptor ({error.strerror})") from None
-    if not stat.S_ISSOCK(mode):
-        raise ValueError(f"file descriptor {fd} is not a socket")
+from common.core.config.cli import check_socket
 
 
 class Turns:
