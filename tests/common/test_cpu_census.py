@@ -7,7 +7,12 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-BURN = "import time\ncpu = time.process_time()\nwhile time.process_time() - cpu < 1.0:\n    pass\n"
+# 1 s of CPU, then a rest of 3 of the census's intervals (0.25 s): a process is counted as last
+# seen, and one that ended while burning would be seen up to an interval short of its CPU
+BURN = (
+    "import time\ncpu = time.process_time()\nwhile time.process_time() - cpu < 1.0:\n    pass\n"
+    "time.sleep(0.75)\n"
+)
 # a command that starts a child as pytest names its test, lets it burn 1 s of CPU, exits 3
 COMMAND = f"""
 import os, subprocess, sys
