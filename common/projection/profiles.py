@@ -1,10 +1,12 @@
 """Which link profiles price a projection: those named with --links, or those found among the
 results, each validated as it is read; one framework's profiles of launches of several sizes
-(2 nodes and 8, say) priced as one (`merged`); for torch runs on GPUs without a torch profile,
-torch's own model of NCCL (`torch_impl.nccl_model`, run in a process of its own)."""
+(2 nodes and 8, say) priced as one (`merged`), repeats of one launch as their medians
+(`median_of`); for torch runs on GPUs without a torch profile, torch's own model of NCCL
+(`torch_impl.nccl_model`, run in a process of its own)."""
 
 from __future__ import annotations
 
+import statistics
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -78,6 +80,55 @@ def merged(profiles: Sequence[link_profile.LinkProfile]) -> link_profile.LinkPro
     del groups[largest.world_size]
     hosts = largest.hosts + sorted({h for p in profiles for h in p.hosts} - set(largest.hosts))
     return largest.model_copy(update={"groups": groups, "hosts": hosts, "tiers": tiers(profiles)})
+
+
+def median_of(profiles: Sequence[link_profile.LinkProfile]) -> link_profile.LinkProfile:
+    """One launch's profile measured several times as one: each point of each kind (and tier)
+    the median of its seconds, each kind fitted again. The first profile's other fields stay.
+    ValueError where they are not measurements of one launch's sizes."""
+    first = profiles[0]
+    shape = _shape(first)
+    for other in profiles[1:]:
+        if _shape(other) != shape:
+            raise ValueError(
+                f"link profiles of {other.framework} x{other.world_size} and of "
+                f"{first.framework} x{first.world_size} measured other collectives or sizes: "
+                "a median takes repeats of one launch, measured alike"
+            )
+    kinds = _median_fits([profile.kinds for profile in profiles])
+    tiers = {
+        name: tier.model_copy(
+            update={"kinds": _median_fits([profile.tiers[name].kinds for profile in profiles])}
+        )
+        for name, tier in first.tiers.items()
+    }
+    return first.model_copy(update={"kinds": kinds, "tiers": tiers})
+
+
+def _shape(profile: link_profile.LinkProfile) -> tuple[object, ...]:
+    """What a repeat of the same measurement shares: who, on how many, which calls of which
+    sizes."""
+
+    def sizes(fits: dict[str, link_profile.KindFit]) -> list[tuple[str, list[int]]]:
+        return sorted((kind, [p.payload_bytes for p in fit.points]) for kind, fit in fits.items())
+
+    tiers = sorted((name, tier.ranks, sizes(tier.kinds)) for name, tier in profile.tiers.items())
+    seen = (profile.framework, profile.transport, profile.device_type, profile.world_size)
+    return (*seen, sizes(profile.kinds), tiers)
+
+
+def _median_fits(each: list[dict[str, link_profile.KindFit]]) -> dict[str, link_profile.KindFit]:
+    found = {}
+    for kind, fit in each[0].items():
+        points = [
+            point.model_copy(
+                update={"seconds": statistics.median(fits[kind].points[i].seconds for fits in each)}
+            )
+            for i, point in enumerate(fit.points)
+        ]
+        alpha, beta = link_profile.fit(points)
+        found[kind] = link_profile.KindFit(alpha_s=alpha, beta_s_per_byte=beta, points=points)
+    return found
 
 
 def tiers(profiles: Sequence[link_profile.LinkProfile]) -> dict[TierName, link_profile.Tier]:

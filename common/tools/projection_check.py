@@ -4,14 +4,14 @@ that prints a table, not a test.
     python -m common.tools.projection_check [--nodes 2,8] [--rates 50mbit,200mbit] [--repeats 1]
         [--node-cpu .25] [--strategies ddp,fsdp2,hsdp,mwms] [--profiles-at all] [--out|--from D]
 
-As root, on slurm/testcluster.py's cluster of nodes of a fixed CPU size, for each rate, every
-link shaped: each framework's link profile on the fewest nodes (torch's with --tiers, 2 ranks
-a node, for hsdp), with `--profiles-at all` each of them on the other node counts too; each
-strategy's runs at every node count (1 rank a node, hsdp 2); each fewest nodes' run projected
-to the others as `compare.py --project` would, from the fewest nodes' profile and again from
-all (`profiles.merged`). Each row, medians over the runs: samples/s (of epochs 2-3), the
-projected range, the error against its nearer end, whether it holds (`projection_table`).
-`--from DIR` prices a kept `--out` again.
+As root, on slurm/testcluster.py's cluster of nodes of a fixed CPU size, every link shaped to
+each rate: each framework's link profile on the fewest nodes (torch's with --tiers, 2 ranks a
+node, for hsdp; `--profiles-at all`: on every node count); each strategy's runs at every node
+count (1 rank a node, hsdp 2); the fewest nodes' runs projected to the others as `compare.py
+--project` would, from the fewest nodes' profile and again from all (`merged`). Each repeat
+measures every profile and run anew. Each row: medians of the runs' samples/s (epochs 2-3) and
+of their projections, each profile point's median pricing them; the error against the range's
+nearer end; whether it holds (`projection_table`). `--from DIR` prices a kept `--out` again.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from common.projection import link_profile
-from common.projection.profiles import merged
+from common.projection.profiles import median_of, merged
 from common.projection.step_model import project
 from common.report.inputs import load_runs
 from common.report.runs import RecordedRun
@@ -85,17 +85,28 @@ class Cluster:
             raise RuntimeError(f"job {out.stem} failed (exit {done.returncode}):\n{tail}")
 
 
-def profile_path(folder: Path, name: str, nodes: int | None = None) -> Path:
-    """Where a profile is kept: on the fewest nodes (None) links-NAME.json, else -xNODES."""
-    return folder / f"links-{name}{f'-x{nodes}' if nodes else ''}.json"
+def profile_path(folder: Path, name: str, nodes: int | None = None, repeat: int = 1) -> Path:
+    """Where a profile is kept: on the fewest nodes (None) links-NAME.json, else -xNODES; the
+    second and later repeats' .rREPEAT.json."""
+    return (
+        folder
+        / f"links-{name}{f'-x{nodes}' if nodes else ''}{f'.r{repeat}' if repeat > 1 else ''}.json"
+    )
+
+
+def read_profile(folder: Path, name: str, nodes: int | None = None) -> link_profile.LinkProfile:
+    """A profile as every repeat kept measured it: per point the median (`median_of`)."""
+    first = profile_path(folder, name, nodes)
+    repeats = sorted(first.parent.glob(f"{first.stem}.r*.json"))
+    return median_of([link_profile.read(path) for path in [first, *repeats]])
 
 
 def measure_profile(
-    cluster: Cluster, name: str, nodes: int, folder: Path, more: bool = False
+    cluster: Cluster, name: str, nodes: int, folder: Path, more: bool = False, repeat: int = 1
 ) -> Path:
     """One profile on `nodes` nodes; `more`: on more than the fewest (kept apart)."""
     module, per_node, max_bytes, extra = PROFILES[name]
-    out = profile_path(folder, name, nodes if more else None)
+    out = profile_path(folder, name, nodes if more else None, repeat)
     tool = ["srun", sys.executable, "-m", module, "--out", str(out), "--max-bytes", str(max_bytes)]
     layout = [f"--nodes={nodes}", f"--ntasks-per-node={per_node}"]
     cluster.job([*layout, "--wrap", " ".join([*tool, *extra])], out.with_suffix(".out"))
@@ -116,16 +127,19 @@ def measure_run(cluster: Cluster, strategy: str, nodes: int, folder: Path) -> No
 
 def measure_rate(cluster: Cluster, args: argparse.Namespace, rate: str, folder: Path) -> None:
     """Every profile and run of one rate into `folder`, every link shaped to `rate`."""
+    names = sorted({CASES[strategy][3] for strategy in args.strategies})
     cluster.control("link", "--link", rate)
     try:
-        for name in sorted({CASES[strategy][3] for strategy in args.strategies}):
-            print(f"[projection-check] {rate}: profile {name}", file=sys.stderr, flush=True)
-            measure_profile(cluster, name, args.nodes[0], folder)
-        for nodes in args.nodes[1:] if args.profiles_at == "all" else []:
-            for name in sorted({CASES[strategy][3] for strategy in args.strategies}):
-                print(f"[projection-check] {rate}: profile {name} x{nodes}", file=sys.stderr)
-                measure_profile(cluster, name, nodes, folder, more=True)
-        for repeat in range(args.repeats):  # interleaved: a slow spell of the host hits all
+        # Each repeat measures the profiles again, then the runs: two checks a few hours apart
+        # found the 8-node profiles 13-21% apart, their runs 0-9% (docs/communication.md).
+        for repeat in range(args.repeats):
+            said = f"[projection-check] {rate}: profiles ({repeat + 1})"
+            print(said, file=sys.stderr, flush=True)
+            for name in names:
+                measure_profile(cluster, name, args.nodes[0], folder, repeat=repeat + 1)
+            for nodes in args.nodes[1:] if args.profiles_at == "all" else []:
+                for name in names:
+                    measure_profile(cluster, name, nodes, folder, True, repeat + 1)
             for strategy in args.strategies:
                 for nodes in args.nodes:
                     said = f"[projection-check] {rate}: {strategy} x{nodes} ({repeat + 1})"
@@ -157,10 +171,10 @@ def judge_rate(args: argparse.Namespace, rate: str, folder: Path) -> list[Row]:
     fewest, rows = args.nodes[0], []
     for strategy in args.strategies:
         _, _, per_node, name = CASES[strategy]
-        bases = {str(fewest): [link_profile.read(profile_path(folder, name))]}
+        bases = {str(fewest): [read_profile(folder, name)]}
         more = [n for n in args.nodes[1:] if profile_path(folder, name, n).is_file()]
         if more:  # --profiles-at all
-            kept = [link_profile.read(profile_path(folder, name, n)) for n in more]
+            kept = [read_profile(folder, name, n) for n in more]
             bases[",".join(map(str, [fewest, *more]))] = bases[str(fewest)] + kept
         runs = {nodes: read_runs(folder, strategy, nodes) for nodes in args.nodes}
         for nodes in args.nodes[1:]:
@@ -193,7 +207,10 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
         "every node count too (each row then priced both ways)",
     )
     parser.add_argument(
-        "--repeats", type=int, default=1, help="runs of each strategy and node count (medians)"
+        "--repeats",
+        type=int,
+        default=1,
+        help="times each profile and run is measured, in turn (medians)",
     )
     parser.add_argument("--out", help="keep the runs and profiles here (default: a temp folder)")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/projection-check-slurm"))

@@ -147,3 +147,31 @@ def test_hsdp_is_priced_on_more_nodes_by_its_own_tiers_profile_there(tmp_path, c
     (at16,), _ = step_model.project(run, profiles.merged([two, eight]), [16])
     low, high = at16.samples_s_low, at16.samples_s_high
     assert rows[1].startswith(f"| hsdp | 200mbit | 8 | 2,8 | 6,400 | {low:,.0f}-{high:,.0f} |")
+
+
+def test_repeated_profiles_price_by_the_median_of_each_point(tmp_path, capsys):
+    """--repeats measures each profile again (links-torch.r2.json, .r3.json): a row is priced
+    from each point's median, so one repeat at 30 ms a call among two at 1 ms prices as 1 ms
+    (the row of the first test above), and a repeat of other sizes is refused, naming why."""
+    from common.projection import link_profile, profiles
+    from tests.compare.test_link_pricing import launch_profile, tiered_profile
+
+    folder = tmp_path / "50mbit"
+    slow, fast = launch_profile(2, 30e-3), launch_profile(2, 1e-3)
+    link_profile.write(slow, projection_check.profile_path(folder, "torch"))
+    for repeat in (2, 3):
+        link_profile.write(fast, projection_check.profile_path(folder, "torch", repeat=repeat))
+    assert projection_check.profile_path(folder, "torch", 8, 2).name == "links-torch-x8.r2.json"
+    _keep_run(folder, 2, 6400.0)
+    _keep_run(folder, 8, 2400.0)
+    projection_check.main(["--from", str(tmp_path), "--rates", "50mbit", "--strategies", "ddp"])
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ddp")]
+    assert row.startswith("| ddp | 50mbit | 8 | 2 | 2,400 | 5,953-7,314 |")
+    median = profiles.median_of([slow, fast, fast])
+    assert median.kinds["all_reduce"].alpha_s == pytest.approx(1e-3)
+    tiered = profiles.median_of([tiered_profile(2, alpha) for alpha in (20e-3, 1e-3, 2e-3)])
+    across = tiered.tiers["inter_node"].kinds["all_reduce"]
+    assert across.points[0].seconds == pytest.approx(2e-3 + 8e-9)  # 8 B at 1 ns a byte
+    fewer = fast.model_copy(update={"kinds": {}})
+    with pytest.raises(ValueError, match="measured other collectives or sizes"):
+        profiles.median_of([fast, fewer])
