@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
     try:
         rows = rows_of(args)
-    except RuntimeError as error:
+    except (RuntimeError, ValueError) as error:  # ValueError: a kept profile that is not one
         print(f"projection_check: {error}", file=sys.stderr)
         return 1
     print(f"projected from {args.nodes[0]} nodes (each run's record gives its nodes' CPU quota):")

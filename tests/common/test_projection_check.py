@@ -175,3 +175,8 @@ def test_repeated_profiles_price_by_the_median_of_each_point(tmp_path, capsys):
     fewer = fast.model_copy(update={"kinds": {}})
     with pytest.raises(ValueError, match="measured other collectives or sizes"):
         profiles.median_of([fast, fewer])
+    other = launch_profile(4, 1e-3)  # a repeat kept from another launch size
+    link_profile.write(other, projection_check.profile_path(folder, "torch", repeat=4))
+    argv = ["--from", str(tmp_path), "--rates", "50mbit", "--strategies", "ddp"]
+    assert projection_check.main(argv) == 1
+    assert "measured other collectives or sizes" in capsys.readouterr().err
