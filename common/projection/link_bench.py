@@ -19,6 +19,7 @@ from common.core.measure.traffic import wire_bytes
 from common.core.records import provenance
 from common.launch import environment, exchanges
 from common.launch.cluster import ClusterSpec
+from common.projection import call_sizes, link_lines
 from common.projection.link_profile import (
     SIZES,
     KindFit,
@@ -39,14 +40,20 @@ def repeats(size: int) -> int:
 
 
 def time_collectives(
-    timer: Callable[[str, int, int], float], kinds: tuple[str, ...], ranks: int, max_bytes: int
+    timer: Callable[[str, int, int], float],
+    kinds: tuple[str, ...],
+    ranks: int,
+    max_bytes: int,
+    extra: dict[str, list[int]] | None = None,
 ) -> dict[str, KindFit]:
-    """Time every kind at every size up to `max_bytes` with `timer(kind, payload, calls)` (the
-    mean seconds of one call over `calls`), after one call to warm up, and fit each. Every
-    rank calls it alike."""
-    sizes = [size for size in SIZES if size <= max_bytes]
+    """Time every kind at every size up to `max_bytes`, and at its `extra` sizes (a run's own
+    calls, `--sizes-of`), with `timer(kind, payload, calls)` (the mean seconds of one call over
+    `calls`), after one call to warm up, and fit each. Every rank calls it alike."""
     found = {}
     for kind in kinds:
+        sizes = sorted(
+            {size for size in SIZES if size <= max_bytes} | set((extra or {}).get(kind, []))
+        )
         points = []
         for size in sizes:
             timer(kind, size, 1)  # warm-up: buffers, connections, compiled functions
@@ -149,33 +156,6 @@ def tier_partitions(hosts: list[str], side: Side) -> dict[TierName, list[list[in
     }
 
 
-def tier_lines(profile: LinkProfile) -> list[str]:
-    """Each tier's fit per kind: latency and the bandwidth one rank sees."""
-    lines = []
-    for name, tier in profile.tiers.items():
-        for kind, kind_fit in tier.kinds.items():
-            rate = 1 / kind_fit.beta_s_per_byte / 1e6 if kind_fit.beta_s_per_byte else float("inf")
-            lines.append(
-                f"  {name:<10} {kind:<15} {tier.ranks} ranks x {tier.groups} groups: alpha "
-                f"{kind_fit.alpha_s * 1e6:,.1f} us, {rate:,.1f} MB/s"
-            )
-    return lines
-
-
-def latency_lines(profile: LinkProfile) -> list[str]:
-    """Where a profile holds several group sizes, each kind's latency per step of its algorithm
-    at each: the figure the projection carries to other sizes, shown so that its constancy is
-    seen, not assumed."""
-    found = profile.alpha_per_step()
-    if not any(len(by_size) > 1 for by_size in found.values()):
-        return []
-    return [
-        f"  {kind:<15} alpha a latency step: "
-        + ", ".join(f"{seconds * 1e6:,.1f} us at {size} ranks" for size, seconds in by_size.items())
-        for kind, by_size in found.items()
-    ]
-
-
 def _arguments(prog: str, description: str | None, argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--out", required=True, help="the profile's JSON file (the chief's)")
@@ -193,6 +173,13 @@ def _arguments(prog: str, description: str | None, argv: list[str] | None) -> ar
         help="on several nodes of several ranks each: also time each node's ranks together and "
         "one rank of each node together, every such group at once (the links within a node "
         "and across nodes, as hsdp uses them)",
+    )
+    parser.add_argument(
+        "--sizes-of",
+        default="",
+        help="comma-separated runs (folders or metrics.jsonl): also time each collective at "
+        "the sizes they issue at this launch's size, which a projection then reads off its own "
+        "points (common.projection.call_sizes)",
     )
     return parser.parse_args(argv)
 
@@ -213,6 +200,8 @@ def _checked(
     groups = group_sizes(args.groups, spec.world_size, framework, sub_groups)
     if args.tiers:
         tiers_offered(framework, sub_groups)
+    if args.sizes_of:  # a run that cannot say is refused before any measuring
+        call_sizes.payloads(args.sizes_of.split(","), spec.world_size)
     if spec.is_chief:  # before minutes of measuring: the profile must have a place
         writable(Path(args.out))
     return spec, groups
@@ -253,13 +242,18 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
             print(f"error: {error}", file=sys.stderr)
         side.leave(info, cfg.dist.timeout_s)
         return 2
-    kinds = time_collectives(side.timer(info), side.kinds, spec.world_size, args.max_bytes)
+
+    def extra(world: int) -> dict[str, list[int]]:  # the runs' calls at `world` ranks
+        return call_sizes.payloads(args.sizes_of.split(","), world) if args.sizes_of else {}
+
+    world = spec.world_size
+    kinds = time_collectives(side.timer(info), side.kinds, world, args.max_bytes, extra(world))
     by_group: dict[int, dict[str, KindFit]] = {}
     group_timer = side.group_timer
     if group_timer is not None:  # None: group_sizes refused any --groups
         for size in groups:
             by_group[size] = time_collectives(
-                group_timer(info, size), side.kinds, size, args.max_bytes
+                group_timer(info, size), side.kinds, size, args.max_bytes, extra(size)
             )
     tiers: dict[TierName, Tier] = {}
     partition_timer = side.partition_timer
@@ -267,7 +261,7 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
         for name, partition in partitions.items():
             size = len(partition[0])
             fits = time_collectives(
-                partition_timer(info, partition), side.kinds, size, args.max_bytes
+                partition_timer(info, partition), side.kinds, size, args.max_bytes, extra(world)
             )
             tiers[name] = Tier(ranks=size, groups=len(partition), kinds=fits)
     if spec.is_chief:
@@ -286,7 +280,7 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
             tiers=tiers,
         )
         print(f"link profile: {write(profile, args.out)}")
-        for line in latency_lines(profile) + tier_lines(profile):
+        for line in link_lines.latency_lines(profile) + link_lines.tier_lines(profile):
             print(line)
     side.leave(info, cfg.dist.timeout_s)
     return 0

@@ -88,20 +88,27 @@ def _dims(run: RecordedRun, world: int) -> tuple[int, int]:
     return dims.replicate, dims.shard
 
 
-def communication_s(
-    run: RecordedRun, profile: LinkProfile, world: int, gathers: float = 1.0
-) -> float | None:
-    """Seconds one training step of `run` spends in collectives at `world` ranks, its
-    all-gathers `gathers` times as many; None without traffic records."""
+@dataclass(frozen=True, slots=True)
+class CallsAt:
+    """One collective kind of a run's training step as it would be issued at a world size."""
+
+    kind: str
+    calls: float  # per step
+    payload: float  # bytes each rank hands one call (its shard, for an all_gather)
+    group: int  # ranks in the call's group
+    sharded: bool  # over the shard group (all_gather, reduce_scatter), not the replicas
+
+
+def calls_at(run: RecordedRun, world: int, gathers: float = 1.0) -> list[CallsAt] | None:
+    """The collectives one training step of `run` issues at `world` ranks, its all-gathers
+    `gathers` times as many; None without traffic records."""
     traffic = next((epoch.traffic for epoch in reversed(run.epochs) if epoch.traffic), None)
     if traffic is None:
         return None
     _, shard_now = _dims(run, run.start.world_size)
     replicas, shard = _dims(run, world)
     hybrid = shard > 1 and replicas > 1  # shards within a node, replicas across nodes
-    within = (profile.tier("intra_node") if hybrid else None) or profile
-    across = (profile.tier("inter_node") if hybrid else None) or profile
-    total = 0.0
+    found = []
     for entry in (entry for entry in traffic if entry.phase == "train"):
         payload = entry.payload_bytes / entry.calls if entry.calls else 0.0
         if entry.kind == "all_gather":
@@ -109,8 +116,26 @@ def communication_s(
         sharded = entry.kind in ("all_gather", "reduce_scatter")
         group = shard if sharded else replicas if hybrid else world
         calls = entry.calls * (gathers if entry.kind == "all_gather" else 1.0)
-        wire = calls * wire_bytes(entry.kind, payload, group)
-        cost = (within if sharded else across).seconds(entry.kind, calls, wire, group)
+        found.append(CallsAt(entry.kind, calls, payload, group, sharded))
+    return found
+
+
+def communication_s(
+    run: RecordedRun, profile: LinkProfile, world: int, gathers: float = 1.0
+) -> float | None:
+    """Seconds one training step of `run` spends in collectives at `world` ranks, its
+    all-gathers `gathers` times as many; None without traffic records."""
+    found = calls_at(run, world, gathers)
+    if found is None:
+        return None
+    replicas, shard = _dims(run, world)
+    hybrid = shard > 1 and replicas > 1
+    within = (profile.tier("intra_node") if hybrid else None) or profile
+    across = (profile.tier("inter_node") if hybrid else None) or profile
+    total = 0.0
+    for each in found:
+        wire = each.calls * wire_bytes(each.kind, each.payload, each.group)
+        cost = (within if each.sharded else across).seconds(each.kind, each.calls, wire, each.group)
         total += cost or 0.0
     return total
 

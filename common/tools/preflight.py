@@ -27,7 +27,7 @@ from common.core.config import devices
 from common.core.records import metrics
 from common.core.records.records import METRICS_FILENAME, Epoch, RunEnd
 from common.launch import exchanges
-from common.projection import link_bench, link_profile
+from common.projection import link_bench, link_lines, link_profile
 from common.tools import programs
 
 MARK = "PREFLIGHT "
@@ -163,7 +163,7 @@ def profile_links(
             f"             {kind:<15} alpha {fit.alpha_s * 1e6:9.1f} µs  "
             f"1/beta {bandwidth:8.3f} GB/s"
         )
-    return lines + [f"           {line}" for line in link_bench.tier_lines(profile)]
+    return lines + [f"           {line}" for line in link_lines.tier_lines(profile)]
 
 
 def _size(count: int) -> str:

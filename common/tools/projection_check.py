@@ -102,18 +102,27 @@ def read_profile(folder: Path, name: str, nodes: int | None = None) -> link_prof
 
 
 def measure_profile(
-    cluster: Cluster, name: str, nodes: int, folder: Path, more: bool = False, repeat: int = 1
+    cluster: Cluster,
+    name: str,
+    nodes: int,
+    folder: Path,
+    more: bool = False,
+    repeat: int = 1,
+    runs: list[Path] | None = None,
 ) -> Path:
-    """One profile on `nodes` nodes; `more`: on more than the fewest (kept apart)."""
+    """One profile on `nodes` nodes; `more`: on more than the fewest (kept apart); also at the
+    sizes of the calls `runs` issue there (`--sizes-of`)."""
     module, per_node, max_bytes, extra = PROFILES[name]
     out = profile_path(folder, name, nodes if more else None, repeat)
     tool = ["srun", sys.executable, "-m", module, "--out", str(out), "--max-bytes", str(max_bytes)]
+    tool += ["--sizes-of", ",".join(map(str, runs))] if runs else []
     layout = [f"--nodes={nodes}", f"--ntasks-per-node={per_node}"]
     cluster.job([*layout, "--wrap", " ".join([*tool, *extra])], out.with_suffix(".out"))
     return out
 
 
-def measure_run(cluster: Cluster, strategy: str, nodes: int, folder: Path) -> None:
+def measure_run(cluster: Cluster, strategy: str, nodes: int, folder: Path) -> Path:
+    """One run of `strategy` on `nodes` nodes; its folder."""
     framework, extra, per_node, _ = CASES[strategy]
     name = f"{strategy}-x{nodes}"
     settings = [part for setting in [*SETTINGS, *extra] for part in ("--set", setting)]
@@ -123,6 +132,7 @@ def measure_run(cluster: Cluster, strategy: str, nodes: int, folder: Path) -> No
         folder / f"{name}.out",
         results=folder,
     )
+    return max(folder.glob(f"{name}-*/"), key=lambda path: int(path.name.rsplit("-", 1)[1]))
 
 
 def measure_rate(cluster: Cluster, args: argparse.Namespace, rate: str, folder: Path) -> None:
@@ -130,21 +140,25 @@ def measure_rate(cluster: Cluster, args: argparse.Namespace, rate: str, folder: 
     names = sorted({CASES[strategy][3] for strategy in args.strategies})
     cluster.control("link", "--link", rate)
     try:
-        # Each repeat measures the profiles again, then the runs: two checks a few hours apart
-        # found the 8-node profiles 13-21% apart, their runs 0-9% (docs/communication.md).
+        # Each repeat makes the runs, then measures the profiles again, also at the sizes of
+        # the calls of its runs on the fewest nodes: two checks a few hours apart found the
+        # 8-node profiles 13-21% apart, their runs 0-9% (docs/communication.md).
         for repeat in range(args.repeats):
-            said = f"[projection-check] {rate}: profiles ({repeat + 1})"
-            print(said, file=sys.stderr, flush=True)
-            for name in names:
-                measure_profile(cluster, name, args.nodes[0], folder, repeat=repeat + 1)
-            for nodes in args.nodes[1:] if args.profiles_at == "all" else []:
-                for name in names:
-                    measure_profile(cluster, name, nodes, folder, True, repeat + 1)
+            made: dict[str, list[Path]] = {}
             for strategy in args.strategies:
                 for nodes in args.nodes:
                     said = f"[projection-check] {rate}: {strategy} x{nodes} ({repeat + 1})"
                     print(said, file=sys.stderr, flush=True)
-                    measure_run(cluster, strategy, nodes, folder)
+                    run = measure_run(cluster, strategy, nodes, folder)
+                    if nodes == args.nodes[0]:
+                        made.setdefault(CASES[strategy][3], []).append(run)
+            said = f"[projection-check] {rate}: profiles ({repeat + 1})"
+            print(said, file=sys.stderr, flush=True)
+            for name in names:
+                measure_profile(cluster, name, args.nodes[0], folder, False, repeat + 1, made[name])
+            for nodes in args.nodes[1:] if args.profiles_at == "all" else []:
+                for name in names:
+                    measure_profile(cluster, name, nodes, folder, True, repeat + 1, made[name])
     finally:
         cluster.control("link", "--link", "off")
 

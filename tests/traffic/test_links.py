@@ -11,8 +11,9 @@ import jsonschema
 import pytest
 
 from common.core.measure.traffic import wire_bytes
-from common.projection import link_bench, link_profile
-from tests.launching import train_command
+from common.projection import call_sizes, link_bench, link_profile, step_model
+from common.report.inputs import load_runs
+from tests.launching import runner, train_command
 
 SCHEMA = Path(__file__).resolve().parents[2] / "docs" / "link_profile.schema.json"
 
@@ -61,6 +62,38 @@ def test_each_framework_measures_its_own_collectives_into_a_profile(module, tmp_
         assert all(point.seconds > 0 for point in fit.points)
 
 
+def test_a_runs_own_calls_are_measured_and_priced_off_their_own_points(tmp_path):
+    """--sizes-of RUN: every kind is also timed at the payload the run's calls hand it, past
+    --max-bytes too, so that the projection of that run reads each call off its own point, not
+    between powers of 8; a run without collectives is refused by name."""
+    run = runner("torch_impl.train", tmp_path, warm=True)
+    preset = ["--config", "configs/mlp_adam.yaml", "--quiet"]
+    _, folder = run("fsdp2", 2, "torch.strategy=fsdp2", "train.epochs=1", extra=preset)
+    _, alone = run("alone", 0, "train.epochs=1", extra=preset)
+    out = tmp_path / "links.json"
+    extra = ["--out", str(out), "--max-bytes", "512", "--sizes-of", str(folder)]
+    done = subprocess.run(
+        train_command("torch_impl.links", 2, [], extra, warm=True),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    profile = link_profile.read(out)
+    (recorded,), _, _ = load_runs([str(folder)])
+    calls = step_model.calls_at(recorded, 2) or []
+    assert {each.kind for each in calls} == {"all_gather", "reduce_scatter"}
+    priced = 0.0
+    for each in calls:
+        own = {point.payload_bytes: point.seconds for point in profile.kinds[each.kind].points}
+        size = round(each.payload / 4) * 4
+        assert size > 512 and size in own, (each.kind, size, sorted(own))
+        priced += each.calls * own[size]
+    assert step_model.communication_s(recorded, profile, 2) == pytest.approx(priced, rel=1e-3)
+    with pytest.raises(ValueError, match="it recorded no collectives"):
+        call_sizes.payloads([str(alone)], 2)
+
+
 def test_groups_of_the_first_ranks_are_measured_into_the_profile(tmp_path):
     """4 ranks, --groups 2: a fit of every kind over ranks 0-1 beside the launch's own, and the
     latency per step printed at both sizes."""
@@ -91,6 +124,7 @@ CASES = {  # case: (module, options), each refused before any measurement
     "groups-on-tf": ("tf_impl.links", ["--groups", "2"]),
     "tiers-on-one-node": ("torch_impl.links", ["--tiers"]),
     "tiers-on-tf": ("tf_impl.links", ["--tiers"]),
+    "sizes-of-nothing": ("tf_impl.links", ["--sizes-of", "no-such-run"]),
 }
 
 
@@ -127,8 +161,10 @@ def test_the_link_tool_refuses_what_cannot_work_before_it_measures(case, tmp_pat
         "groups-on-tf": "--groups 2: tf's collectives run over every worker only",
         "tiers-on-one-node": f"--tiers: the ranks per node are {socket.gethostname()}: 2; the",
         "tiers-on-tf": "--tiers: tf's collectives run over every worker only",
+        "sizes-of-nothing": "--sizes-of: ",
     }[case]
     assert said in errors[0], errors
+    assert case != "sizes-of-nothing" or "no-such-run: file is missing" in errors[0], errors
     assert not out.exists()
 
 
