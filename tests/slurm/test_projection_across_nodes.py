@@ -41,14 +41,17 @@ def _shaped_runs(cluster: int, tmp_path_factory, profiles: bool) -> dict:
     found: dict = {"runs": {}, "profiles": {}}
     testcluster_links.shape(names, RATE)
     try:
-        if profiles:
-            for framework in ("torch", "tf"):
-                label = f"links-{framework}"
-                found["profiles"][framework] = _profile(framework, results, label, cluster)
         for case in CHECKED:
             framework, extra = CASES[case]
             run, _ = _run(framework, extra, results, f"{case}-x{cluster}", cluster)
             found["runs"][case] = run
+        if profiles:  # after the runs: also at the sizes of their calls
+            for framework in ("torch", "tf"):
+                label = f"links-{framework}"
+                runs = tuple(found["runs"][case] for case in CHECKED if CASES[case][0] == framework)
+                found["profiles"][framework] = _profile(
+                    framework, results, label, cluster, runs=runs
+                )
     finally:
         testcluster_links.shape(names, "off")
     return found

@@ -42,7 +42,7 @@ import pytest
 from common.projection.link_profile import LinkProfile
 from common.projection.step_model import communication_s
 from common.report.inputs import load_runs
-from common.tools.projection_check import MAX_BYTES  # the link profiles' largest call
+from common.tools.projection_check import MAX_BYTES  # the profiles' largest power of 8
 from tests.slurm.jobs import REPO, ROOT_ONLY, slurm_env, submit, wait_for
 from tests.slurm.veth_bytes import expected_per_step, measured_per_step, names_of
 
@@ -121,13 +121,22 @@ def _run(framework, extra, results: Path, name: str, nodes: int, per_node: int =
 
 
 def _profile(
-    framework: str, results: Path, name: str, nodes: int, per_node: int = 1, tiers: bool = False
+    framework: str,
+    results: Path,
+    name: str,
+    nodes: int,
+    per_node: int = 1,
+    tiers: bool = False,
+    runs: tuple = (),
 ) -> LinkProfile:
+    """The framework's link profile on `nodes` nodes, also at the sizes of the calls of `runs`
+    (`--sizes-of`: each call read off its own point)."""
     env = slurm_env(results)
     out = results / f"{name}.json"
     module = f"{framework}_impl.links"
     tool = f"srun {sys.executable} -m {module} --out {out} --max-bytes {MAX_BYTES[framework]}"
     tool += " --tiers" if tiers else ""
+    tool += f" --sizes-of {','.join(run.path for run in runs)}" if runs else ""
     command = [
         f"--nodes={nodes}",
         f"--ntasks-per-node={per_node}",
@@ -153,7 +162,7 @@ def _median_step(run) -> float:
 @pytest.fixture(scope="module")
 def measured(cluster, tmp_path_factory):
     """Every case unshaped and shaped (hsdp to HSDP_RATE, the others to RATE), and each
-    framework's link profile on each link."""
+    framework's link profile on each link, measured after the runs, at their calls' sizes."""
     results = tmp_path_factory.mktemp(f"shaped{cluster}")
     found: dict = {"profiles": {}, "runs": {}}
     names = names_of(cluster)
@@ -161,18 +170,31 @@ def measured(cluster, tmp_path_factory):
         testcluster_links.shape(names, link)
         try:
             if link != HSDP_RATE:
-                for framework in ("torch", "tf"):
-                    name = f"links-{framework}-{link}"
-                    found["profiles"][framework, link] = _profile(framework, results, name, cluster)
                 for case, (framework, extra) in CASES.items():
                     name = f"{case}-{link}"
                     found["runs"][case, link] = _run(framework, extra, results, name, cluster)
+                for framework in ("torch", "tf"):
+                    name = f"links-{framework}-{link}"
+                    runs = tuple(
+                        found["runs"][case, link][0]
+                        for case in CASES
+                        if CASES[case][0] == framework
+                    )
+                    found["profiles"][framework, link] = _profile(
+                        framework, results, name, cluster, runs=runs
+                    )
             if cluster == 2 and link != RATE:  # shard within a node, replicate across nodes
                 hsdp = ["--set", "torch.strategy=hsdp", "--set", "torch.hsdp_shard_size=2"]
                 found["runs"]["hsdp", link] = _run("torch", hsdp, results, f"hsdp-{link}", 2, 2)
                 label = f"links-torch-tiers-{link}"  # within a node and across, as hsdp's
                 found["profiles"]["torch-tiers", link] = _profile(
-                    "torch", results, label, 2, per_node=2, tiers=True
+                    "torch",
+                    results,
+                    label,
+                    2,
+                    per_node=2,
+                    tiers=True,
+                    runs=(found["runs"]["hsdp", link][0],),
                 )
         finally:
             testcluster_links.shape(names, "off")
