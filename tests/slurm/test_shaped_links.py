@@ -187,14 +187,9 @@ def measured(cluster, tmp_path_factory):
                 hsdp = ["--set", "torch.strategy=hsdp", "--set", "torch.hsdp_shard_size=2"]
                 found["runs"]["hsdp", link] = _run("torch", hsdp, results, f"hsdp-{link}", 2, 2)
                 label = f"links-torch-tiers-{link}"  # within a node and across, as hsdp's
+                runs = (found["runs"]["hsdp", link][0],)
                 found["profiles"]["torch-tiers", link] = _profile(
-                    "torch",
-                    results,
-                    label,
-                    2,
-                    per_node=2,
-                    tiers=True,
-                    runs=(found["runs"]["hsdp", link][0],),
+                    "torch", results, label, 2, per_node=2, tiers=True, runs=runs
                 )
         finally:
             testcluster_links.shape(names, "off")
