@@ -42,14 +42,19 @@ def test_a_profile_of_other_contents_is_refused_by_name(tmp_path):
         link_profile.read(bad)
 
 
+def _measured(module: str, nproc: int, out: Path, *options: str) -> subprocess.CompletedProcess:
+    """The link tool on `nproc` ranks forked warm (tests/warm_ranks.py: their subject is the
+    measurement, not the launch), writing `out`; it must succeed."""
+    command = train_command(module, nproc, [], ["--out", str(out), *options], warm=True)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
 @pytest.mark.parametrize("module", ["torch_impl.links", "tf_impl.links"])
 def test_each_framework_measures_its_own_collectives_into_a_profile(module, tmp_path):
     out = tmp_path / "links.json"
-    # the ranks forked warm (tests/warm_ranks.py): their subject is the measurement, not the
-    # launch
-    command = train_command(module, 2, [], ["--out", str(out), "--max-bytes", "32768"], warm=True)
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
+    _measured(module, 2, out, "--max-bytes", "32768")
     raw = json.loads(out.read_text())
     jsonschema.validate(raw, json.loads(SCHEMA.read_text()))
     profile = link_profile.read(out)
@@ -71,14 +76,7 @@ def test_a_runs_own_calls_are_measured_and_priced_off_their_own_points(tmp_path)
     _, folder = run("fsdp2", 2, "torch.strategy=fsdp2", "train.epochs=1", extra=preset)
     _, alone = run("alone", 0, "train.epochs=1", extra=preset)
     out = tmp_path / "links.json"
-    extra = ["--out", str(out), "--max-bytes", "512", "--sizes-of", str(folder)]
-    done = subprocess.run(
-        train_command("torch_impl.links", 2, [], extra, warm=True),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    _measured("torch_impl.links", 2, out, "--max-bytes", "512", "--sizes-of", str(folder))
     profile = link_profile.read(out)
     (recorded,), _, _ = load_runs([str(folder)])
     calls = step_model.calls_at(recorded, 2) or []
@@ -98,14 +96,7 @@ def test_groups_of_the_first_ranks_are_measured_into_the_profile(tmp_path):
     """4 ranks, --groups 2: a fit of every kind over ranks 0-1 beside the launch's own, and the
     latency per step printed at both sizes."""
     out = tmp_path / "links.json"
-    extra = ["--out", str(out), "--max-bytes", "4096", "--groups", "2"]
-    done = subprocess.run(
-        train_command("torch_impl.links", 4, [], extra, warm=True),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = _measured("torch_impl.links", 4, out, "--max-bytes", "4096", "--groups", "2")
     jsonschema.validate(json.loads(out.read_text()), json.loads(SCHEMA.read_text()))
     profile = link_profile.read(out)
     assert profile.world_size == 4 and list(profile.groups) == [2]
