@@ -100,8 +100,8 @@ class CallsAt:
 
 
 def calls_at(run: RecordedRun, world: int, gathers: float = 1.0) -> list[CallsAt] | None:
-    """The collectives one training step of `run` issues at `world` ranks, its all-gathers
-    `gathers` times as many; None without traffic records."""
+    """The collectives one training step of `run` issues at `world` ranks, one per kind and
+    payload, its all-gathers `gathers` times as many; None without traffic records."""
     traffic = next((epoch.traffic for epoch in reversed(run.epochs) if epoch.traffic), None)
     if traffic is None:
         return None
@@ -110,13 +110,14 @@ def calls_at(run: RecordedRun, world: int, gathers: float = 1.0) -> list[CallsAt
     hybrid = shard > 1 and replicas > 1  # shards within a node, replicas across nodes
     found = []
     for entry in (entry for entry in traffic if entry.phase == "train"):
-        payload = entry.payload_bytes / entry.calls if entry.calls else 0.0
-        if entry.kind == "all_gather":
-            payload *= shard_now / shard  # each rank's shard of a unit
         sharded = entry.kind in ("all_gather", "reduce_scatter")
         group = shard if sharded else replicas if hybrid else world
-        calls = entry.calls * (gathers if entry.kind == "all_gather" else 1.0)
-        found.append(CallsAt(entry.kind, calls, payload, group, sharded))
+        sizes = [(each.calls, each.payload_bytes) for each in entry.sizes or []]
+        mean = (entry.calls, entry.payload_bytes / entry.calls if entry.calls else 0.0)
+        for calls, payload in sizes or [mean]:  # each size apart; records before sizes: the mean
+            if entry.kind == "all_gather":  # each rank's shard of a unit, `gathers` x as often
+                calls, payload = calls * gathers, payload * shard_now / shard
+            found.append(CallsAt(entry.kind, calls, payload, group, sharded))
     return found
 
 
@@ -160,8 +161,7 @@ def project(
     names the largest world that keeps one per rank. `change`: the run as it would be with a
     lever it has not got, its all-gathers and compute scaled as the change says."""
     start, caveats = run.start, []
-    label = run.row_label
-    label += f" with {change.name}" if change else ""
+    label = run.row_label + (f" with {change.name}" if change else "")
     timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
     speeds = sorted(epoch.samples_per_s for epoch in timed)
     own = communication_s(run, profile, start.world_size)

@@ -53,6 +53,14 @@ def test_counted_collectives_agree_with_the_registry(case, tmp_path, capsys):
             ), entry
         else:  # control messages the registry does not model (DDP's 2 int broadcasts)
             assert entry["payload_bytes"] < 0.01 * expected_total, entry
+    for entry in entries:  # by payload, each size apart: the projection prices them so
+        sizes = entry["sizes"]
+        assert sum(size["calls"] for size in sizes) == pytest.approx(entry["calls"]), entry
+        total = sum(size["calls"] * size["payload_bytes"] for size in sizes)
+        assert total == pytest.approx(entry["payload_bytes"]), entry
+    if "fsdp2" in case or "hsdp" in case:  # each unit's calls hand its own shard
+        units = 2 if "size units" in case else 3
+        assert {len(e["sizes"]) for e in train if e["kind"] != "all_reduce"} == {units}, train
     assert {entry["kind"] for entry in entries if entry["phase"] == "eval"} >= {"all_reduce"}
     assert all(entry["expected_calls"] is None for entry in entries if entry["phase"] == "eval")
     if "fsdp2" in case or "hsdp" in case:  # gathered once per evaluation pass, not per batch

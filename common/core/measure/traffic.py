@@ -11,13 +11,13 @@ per rank is derived from it and the group's size (`wire_bytes`), the same way on
 from __future__ import annotations
 
 import typing
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 from common.core.config.expected_traffic import Expected, Unit
 from common.core.config.strategies import ParallelDims, Strategy
-from common.core.records.entries import Collective, Phase, TrafficEntry
+from common.core.records.entries import CallSize, Collective, Phase, TrafficEntry
 
 KINDS: tuple[Collective, ...] = typing.get_args(Collective)
 
@@ -60,6 +60,7 @@ def entries(
             continue
         mine = counted.get(kind, [])
         expect = wanted.get(kind)
+        by_size = sorted(Counter(call.payload_bytes for call in mine).items())
         found.append(
             TrafficEntry(
                 phase=phase,
@@ -72,6 +73,7 @@ def entries(
                 expected_payload_bytes=None
                 if expected is None
                 else (expect.payload_bytes if expect else 0.0),
+                sizes=[CallSize(payload_bytes=float(size), calls=n / per) for size, n in by_size],
             )
         )
     return found

@@ -11,6 +11,13 @@ Phase = Literal["train", "eval"]
 Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "broadcast"]
 
 
+class CallSize(Fields):
+    """The calls of one collective kind that handed one payload (`TrafficEntry.sizes`)."""
+
+    payload_bytes: float = doc("bytes a rank handed each of these calls, as payload_bytes counts")
+    calls: float = doc("how many calls per step (train) or per pass (eval) handed that payload")
+
+
 class TrafficEntry(Fields):
     phase: Phase = doc(
         "train: per optimizer step; eval: per evaluation pass over the test set", choice=True
@@ -33,6 +40,12 @@ class TrafficEntry(Fields):
     )
     expected_payload_bytes: float | None = doc(
         "what the strategy registry expects of payload_bytes", nullable=True
+    )
+    sizes: list[CallSize] | None = doc(
+        "the calls by their payload, smallest first: an FSDP unit's calls hand its own shard, "
+        "and a link's price bends between sizes, so the projection prices each size apart "
+        "(absent in records written before it: their calls are priced at the mean payload)",
+        added=True,
     )
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import StrictFloat, StrictInt
 
 from common.core.config import strategies
-from common.core.records.entries import StepSplit, TrafficEntry
+from common.core.records.entries import CallSize, StepSplit, TrafficEntry
 from common.core.records.fields import Fields, doc
 
 SCHEMA_VERSION = 1
@@ -259,7 +259,7 @@ KINDS: dict[str, type[Record]] = {
     kind.KIND: kind for kind in (RunStart, Resume, Step, Epoch, RunEnd)
 }
 # The records' entries (objects in their lists), each a definition of the JSON Schema.
-ENTRIES: tuple[type[Fields], ...] = (MemoryEntry, TrafficEntry, StepSplit)  # the last two: entries
+ENTRIES: tuple[type[Fields], ...] = (MemoryEntry, TrafficEntry, CallSize, StepSplit)
 # The sections every resolved config has (common.core.config.config.Config).
 CONFIG_SECTIONS = ("data", "model", "optim", "train", "dist", "output", "torch", "tf")
 
