@@ -177,7 +177,7 @@ def project(
         parts = replace(parts, compute_s=parts.compute_s * change.compute)
     if not parts.split:
         caveats.append(
-            f"{label}: no step split recorded (TensorFlow, a GPU run or older records): its "
+            f"{label}: no step split recorded (a GPU run, or older records): its "
             "step less its communication is taken as compute that shrinks with the per-rank "
             "batch, so any fixed overhead is projected to shrink too"
         )
