@@ -75,8 +75,12 @@ def test_nodes_of_a_fixed_cpu_size_are_held_to_it_and_the_run_says_so(cluster, t
         )
         assert done.returncode == 0, done.stdout + done.stderr
         (folder,) = tmp_path.glob("q-*")
-        start = read_metrics(folder / "metrics.jsonl")[0]
+        records = read_metrics(folder / "metrics.jsonl")
+        start = records[0]
         assert start["cpu_quota_cores"] == 0.5
+        # each epoch says how often the node's quota held it, and the chief's CPU seconds
+        for epoch in (r for r in records if r["record"] == "epoch"):
+            assert 0 <= epoch["quota_throttled"] <= 1 and epoch["cpu_time_s"] > 0, epoch
         assert start["hosts"] == ["n1", "n2"]
     finally:
         off = _cluster_cpu("off")

@@ -74,24 +74,37 @@ def available_cores() -> int:
     return os.cpu_count() or 1
 
 
+def cpu_group(cgroups: str | None = None, root: Path = Path("/sys/fs/cgroup")) -> Path | None:
+    """The folder of this process's cgroup under the cpu controller (cgroup v1's cpu hierarchy,
+    or v2's one), None where /proc/self/cgroup cannot be read or names none. `cgroups`: the
+    text of /proc/self/cgroup."""
+    try:
+        text = cgroups if cgroups is not None else Path("/proc/self/cgroup").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):  # v1
+            folder = root / controllers / path.lstrip("/")
+            return folder if folder.is_dir() else root / "cpu" / path.lstrip("/")
+        if controllers == "":  # v2: one hierarchy
+            return root / path.lstrip("/")
+    return None
+
+
 def cpu_quota(cgroups: str | None = None, root: Path = Path("/sys/fs/cgroup")) -> float | None:
     """The cores this process's cgroup may use by its CPU quota (cgroup v1's cpu controller,
     or v2's cpu.max), None where it has none or the files cannot be read. `cgroups`: the text
     of /proc/self/cgroup."""
+    folder = cpu_group(cgroups, root)
     try:
-        text = cgroups if cgroups is not None else Path("/proc/self/cgroup").read_text()
-        for line in text.splitlines():
-            _, controllers, path = line.split(":", 2)
-            if "cpu" in controllers.split(","):  # v1
-                folder = root / controllers / path.lstrip("/")
-                if not folder.is_dir():
-                    folder = root / "cpu" / path.lstrip("/")
-                limit = int((folder / "cpu.cfs_quota_us").read_text())
-                period = int((folder / "cpu.cfs_period_us").read_text())
-                return limit / period if limit > 0 else None
-            if controllers == "":  # v2: one hierarchy
-                limit_text, period_text = (root / path.lstrip("/") / "cpu.max").read_text().split()
-                return None if limit_text == "max" else int(limit_text) / int(period_text)
+        if folder is not None and (folder / "cpu.cfs_quota_us").exists():  # v1
+            limit = int((folder / "cpu.cfs_quota_us").read_text())
+            period = int((folder / "cpu.cfs_period_us").read_text())
+            return limit / period if limit > 0 else None
+        if folder is not None:  # v2
+            limit_text, period_text = (folder / "cpu.max").read_text().split()
+            return None if limit_text == "max" else int(limit_text) / int(period_text)
     except (OSError, ValueError):
         return None
     return None

@@ -227,6 +227,20 @@ class Epoch(Fields):
         added=True,
         nullable=True,
     )
+    cpu_time_s: float | None = doc(
+        "CPU seconds the chief's process used (every thread: the backend's collective threads "
+        "too) while the epoch trained: over train_time_s, the cores it kept busy",
+        added=True,
+        nullable=True,
+    )
+    quota_throttled: float | None = doc(
+        "of the periods of the chief's cgroup CPU quota (cpu_quota_cores; on the SLURM test "
+        "cluster its node's) in which the group ran while the epoch trained, the fraction in "
+        "which it ran out of quota (cpu.stat): near 1, the CPU held the step, not the links; "
+        "null without a quota",
+        added=True,
+        nullable=True,
+    )
 
 
 class RunEnd(Fields):

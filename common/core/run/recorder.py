@@ -17,6 +17,7 @@ from common.core.config.config_io import config_hash, to_dict
 from common.core.config.devices import cpu_quota, emulated_on_cpu
 from common.core.measure import peak
 from common.core.measure.clocks import percentiles
+from common.core.measure.cpu_time import Spent
 from common.core.measure.replicas import ReplicaState
 from common.core.records import provenance
 from common.core.records.entries import StepSplit, TrafficEntry
@@ -81,6 +82,8 @@ class EpochResult:
     steps: int
     step_split: StepSplit | None = None
     """Where a profiled step's time went (the median of those profiled; None: none was)."""
+    cpu: Spent | None = None
+    """The chief's CPU while the epoch trained (its pauses included)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -137,6 +140,8 @@ def epoch(
         mfu=peak.mfu(samples / trained.time_s, flops_per_sample, peak_flops),
         traffic=traffic,
         step_split=step_split,
+        cpu_time_s=trained.cpu.cpu_s if trained.cpu else None,
+        quota_throttled=trained.cpu.throttled if trained.cpu else None,
     )
 
 

@@ -15,6 +15,7 @@ from typing import SupportsFloat
 import numpy as np
 
 from common.core.config.config import Config
+from common.core.measure import cpu_time
 from common.core.measure.traffic import Call
 from common.core.records.entries import StepSplit
 from common.core.records.records import Step
@@ -74,6 +75,7 @@ def train_epoch(
     schedule = functools.partial(learning_rate, cfg.optim, epoch)
     rates = [schedule(step, steps, cfg.train.epochs) for step in range(steps)]
     progress.start_epoch(start_step)
+    cpu_before = cpu_time.read()
     start = time.perf_counter()
     clock.step_started()
     # the last call a trace leaves out: its profiler and the split's must not overlap
@@ -117,6 +119,7 @@ def train_epoch(
     next(batches, None)  # let the batches' generator finish, as a for loop would
     trainer.synchronize()
     train_time = time.perf_counter() - start - paused
+    cpu = cpu_time.spent(cpu_before, cpu_time.read())
     progress.end_epoch()
     total = trainer.all_reduce_sum(np.array([_running_sum(carried, losses)]))[0]
     step_times = clock.step_times(train_time)
@@ -129,6 +132,7 @@ def train_epoch(
         lr=rates[-1] if planned else lr,  # the last step's
         steps=trained,
         step_split=ordered[len(ordered) // 2] if ordered else None,
+        cpu=cpu,
     )
 
 
