@@ -31,6 +31,28 @@ def name(run: RecordedRun) -> str:
     return f"{run.start.framework} {run.start.strategy} x{run.start.world_size}"
 
 
+HELD = 0.5  # a run whose quota ran out in at least this share of its periods: CPU-bound
+
+
+def held_by_cpu(run: RecordedRun) -> str | None:
+    """A caveat for a run its CPU quota held (the median over its timed epochs of
+    quota_throttled at least HELD): its step less its collectives is CPU work the projection
+    adds to their cost at N, where it may hide in their wait or queue behind them."""
+    timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
+    shares = sorted(e.quota_throttled for e in timed if e.quota_throttled is not None)
+    if not shares or shares[len(shares) // 2] < HELD:
+        return None
+    cores = run.start.cpu_quota_cores
+    quota = f" of {cores:g} cores" if cores else ""
+    return (
+        f"{name(run)}: held by its CPU: its node's quota{quota} ran out in "
+        f"{shares[len(shares) // 2]:.0%} of its quota's periods (quota_throttled). The projection "
+        "adds its step less its collectives to their cost at N; there that CPU work may run "
+        "inside their wait on the links (a faster run) or queue behind their own CPU work (a "
+        "slower one) (docs/communication.md, section 4)"
+    )
+
+
 def measured_step(run: RecordedRun, profile: LinkProfile) -> Step | None:
     """The run's step in parts; None without traffic records or timed epochs."""
     traffic = next((e.traffic for e in reversed(run.epochs) if e.traffic), None)

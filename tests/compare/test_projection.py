@@ -9,6 +9,7 @@ import pytest
 
 import compare
 from common.core.records.entries import StepSplit, TrafficEntry
+from common.core.records.metrics import MetricsWriter
 from common.projection import link_profile, step_model
 from common.report.runs import RecordedRun
 from tests.records import changed, epoch, start, write_run
@@ -266,3 +267,28 @@ def test_the_json_output_holds_the_projection_as_data(tmp_path, capsys):
     jsonschema.validate(projection, schema)  # docs/projection.schema.json says its shape
     assert projection["profiles"].endswith("links.json")
     assert any("no traffic recorded" in caveat for caveat in projection["caveats"])
+
+
+def test_a_run_its_cpu_quota_held_is_said_to_be_cpu_bound(tmp_path, capsys):
+    """A run whose node's quota ran out in most periods was held by its CPU: the projection
+    says so, with the share, as it cannot say where that CPU work goes at N; a run its quota
+    seldom held, or one without a quota, gets no such caveat."""
+    from common.projection import reasons
+
+    run = ddp_run()
+    held = RecordedRun(
+        run.path,
+        [run.start] + [changed(e, quota_throttled=0.72, cpu_time_s=0.05) for e in run.epochs],
+    )
+    said = reasons.held_by_cpu(held)
+    assert said is not None and "torch ddp x2" in said and "72%" in said, said
+    assert reasons.held_by_cpu(run) is None
+    seldom = [changed(e, quota_throttled=0.2) for e in run.epochs]
+    assert reasons.held_by_cpu(RecordedRun(run.path, [run.start, *seldom])) is None
+    (tmp_path / "run").mkdir()
+    with MetricsWriter(tmp_path / "run" / "metrics.jsonl") as writer:
+        for record in held.records:
+            writer.write(record)
+    link_profile.write(profile(["localhost"]), tmp_path / "links.json")
+    assert compare.main([str(tmp_path), "--project", "8"]) == 0
+    assert "72% of its quota's periods" in capsys.readouterr().out
