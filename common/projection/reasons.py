@@ -40,13 +40,14 @@ def held_by_cpu(run: RecordedRun) -> str | None:
     adds to their cost at N, where it may hide in their wait or queue behind them."""
     timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
     shares = sorted(e.quota_throttled for e in timed if e.quota_throttled is not None)
-    if not shares or shares[len(shares) // 2] < HELD:
+    held = shares[len(shares) // 2] if shares else 0.0
+    if held < HELD:
         return None
     cores = run.start.cpu_quota_cores
     quota = f" of {cores:g} cores" if cores else ""
     return (
         f"{name(run)}: held by its CPU: its node's quota{quota} ran out in "
-        f"{shares[len(shares) // 2]:.0%} of its quota's periods (quota_throttled). The projection "
+        f"{held:.0%} of its quota's periods (quota_throttled). The projection "
         "adds its step less its collectives to their cost at N; there that CPU work may run "
         "inside their wait on the links (a faster run) or queue behind their own CPU work (a "
         "slower one) (docs/communication.md, section 4)"

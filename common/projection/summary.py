@@ -145,7 +145,9 @@ def report(
     lines.append("{:>34}  {:>7}  {:>32}  {:>14}  {:>12}".format(*header))
     for run in runs:
         rows, said = step_model.project(run, profiles.of(run), counts, scaling)
-        caveats += said + [c for c in [reasons.held_by_cpu(run)] if c and rows]
+        caveats += said
+        if rows and (held := reasons.held_by_cpu(run)):
+            caveats.append(held)
         timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
         if rows and timed:
             measured = sorted(e.samples_per_s for e in timed)[len(timed) // 2]

@@ -59,7 +59,7 @@ def test_what_went_between_two_readings():
 )
 def test_a_process_held_by_a_cpu_quota_is_seen_throttled():
     """A tenth of a core, 1 ms a 10 ms period: half a second of CPU spends most periods out of
-    quota; with no quota, in no period."""
+    quota."""
     group = GROUPS / f"dist-mnist-test-{os.getpid()}"
     group.mkdir()
     child = None

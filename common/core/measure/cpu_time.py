@@ -1,9 +1,8 @@
 """What the chief's CPU did while an epoch trained: its process's CPU seconds (every thread, the
 backend's collective threads included) and, where its cgroup holds a CPU quota (a node of the
 test cluster's --node-cpu, a container's limit), the share of the quota's periods in which the
-group ran out of it. A run throttled in most periods was held by its CPU, not by its links:
-what its step does beside its collectives could not run while they waited
-(docs/communication.md, section 4)."""
+group ran out of it: how often the CPU, not the links, held the step (docs/communication.md,
+section 4). Both cover the epoch's pauses for step records and checkpoints too."""
 
 from __future__ import annotations
 

@@ -229,7 +229,8 @@ class Epoch(Fields):
     )
     cpu_time_s: float | None = doc(
         "CPU seconds the chief's process used (every thread: the backend's collective threads "
-        "too) while the epoch trained: over train_time_s, the cores it kept busy",
+        "too) while the epoch trained, its pauses included: over train_time_s, the cores it "
+        "kept busy",
         added=True,
         nullable=True,
     )
