@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from common.core.config import strategies
 from common.projection import step_model
 from common.projection.link_profile import LinkProfile
-from common.report.runs import RecordedRun
+from common.report.runs import RecordedRun, median_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +39,8 @@ def held_by_cpu(run: RecordedRun) -> str | None:
     quota_throttled at least HELD): its step less its collectives is CPU work the projection
     adds to their cost at N, where it may hide in their wait or queue behind them."""
     timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
-    shares = sorted(e.quota_throttled for e in timed if e.quota_throttled is not None)
-    held = shares[len(shares) // 2] if shares else 0.0
-    if held < HELD:
+    held = median_of(e.quota_throttled for e in timed)
+    if held is None or held < HELD:
         return None
     cores = run.start.cpu_quota_cores
     quota = f" of {cores:g} cores" if cores else ""

@@ -36,7 +36,7 @@ from common.tools.projection_table import Row, judged, table
 
 REPO = Path(__file__).resolve().parents[2]
 # The MLP of 784-512-256-10 with Adam, no dropout, 3 epochs of 30 steps of 64: the seed MLP's
-# all-reduce (17-31 ms at 200 Mbit/s) measured the nodes' CPU quota more than the projection.
+# all-reduce (17-31 ms on the wire at 200 Mbit/s) measured the CPU quota more than the model.
 SETTINGS = [
     "data.train_limit=1920",
     "data.test_limit=500",

@@ -10,7 +10,7 @@ import pytest
 import compare
 from common.core.records.entries import StepSplit, TrafficEntry
 from common.core.records.metrics import MetricsWriter
-from common.projection import link_profile, step_model
+from common.projection import link_profile, reasons, step_model
 from common.report.runs import RecordedRun
 from tests.records import changed, epoch, start, write_run
 
@@ -273,8 +273,6 @@ def test_a_run_its_cpu_quota_held_is_said_to_be_cpu_bound(tmp_path, capsys):
     """A run whose node's quota ran out in most periods was held by its CPU: the projection
     says so, with the share, as it cannot say where that CPU work goes at N; a run its quota
     seldom held, or one without a quota, gets no such caveat."""
-    from common.projection import reasons
-
     run = ddp_run()
     held = RecordedRun(
         run.path,
