@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from common.core.config import config_io
+from common.core.config import config_io, devices
 from common.core.measure.traffic import wire_bytes
 from common.core.records import provenance
 from common.launch import environment, exchanges
@@ -57,12 +58,21 @@ def time_collectives(
         points = []
         for size in sizes:
             timer(kind, size, 1)  # warm-up: buffers, connections, compiled functions
-            seconds = statistics.median(timer(kind, size, repeats(size)) for _ in range(3))
+            timed = [_timed(timer, kind, size) for _ in range(3)]
+            seconds, cpu = (statistics.median(each) for each in zip(*timed, strict=True))
             wire = wire_bytes(kind, size, ranks)
-            points.append(Point(payload_bytes=size, wire_bytes=wire, seconds=seconds))
+            points.append(Point(payload_bytes=size, wire_bytes=wire, seconds=seconds, cpu_s=cpu))
         alpha, beta = fit(points)
         found[kind] = KindFit(alpha_s=alpha, beta_s_per_byte=beta, points=points)
     return found
+
+
+def _timed(timer: Callable[[str, int, int], float], kind: str, size: int) -> tuple[float, float]:
+    """(the timer's seconds of one call, this process's CPU seconds a call meanwhile)."""
+    calls = repeats(size)
+    start = time.process_time()  # every thread of the process: the backend's too
+    seconds = timer(kind, size, calls)
+    return seconds, (time.process_time() - start) / calls
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -280,7 +290,8 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
             tiers=tiers,
         )
         print(f"link profile: {write(profile, args.out)}")
-        for line in link_lines.latency_lines(profile) + link_lines.tier_lines(profile):
+        lines = link_lines.latency_lines(profile) + link_lines.tier_lines(profile)
+        for line in lines + link_lines.cpu_lines(profile, devices.cpu_quota()):
             print(line)
     side.leave(info, cfg.dist.timeout_s)
     return 0

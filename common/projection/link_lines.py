@@ -1,5 +1,5 @@
-"""What a link tool prints of a profile beside its file: each tier's fit, and the latency per
-step of each kind at every group size measured."""
+"""What a link tool prints of a profile beside its file: each tier's fit, the latency per step
+of each kind at every group size measured, and the CPU each kind's largest call took."""
 
 from __future__ import annotations
 
@@ -31,3 +31,24 @@ def latency_lines(profile: LinkProfile) -> list[str]:
         + ", ".join(f"{seconds * 1e6:,.1f} us at {size} ranks" for size, seconds in by_size.items())
         for kind, by_size in found.items()
     ]
+
+
+def cpu_lines(profile: LinkProfile, node_cores: float | None) -> list[str]:
+    """Each kind's largest call: the chief's CPU seconds of it, as a share of one core over the
+    call and of `node_cores` (the cores a CPU quota holds this process to; None: none). Near
+    all of the node's, the call is held by the CPU, not the link: on a slower or busier node,
+    inside a step that computes between calls, it costs more than the link says."""
+    lines = []
+    for kind, fit in profile.kinds.items():
+        point = fit.points[-1]
+        if point.cpu_s is None:
+            continue
+        share = point.cpu_s / point.seconds
+        held = (
+            f", {share / node_cores:.0%} of the node's {node_cores:g} cores" if node_cores else ""
+        )
+        lines.append(
+            f"  {kind:<15} CPU a call of {point.payload_bytes:,} B: {point.cpu_s * 1e3:,.2f} ms "
+            f"in {point.seconds * 1e3:,.2f} ms, {share:.0%} of a core{held}"
+        )
+    return lines

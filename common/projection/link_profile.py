@@ -40,6 +40,10 @@ class Point(BaseModel):
     """Bytes a ring algorithm makes each rank send for it."""
     seconds: float
     """Median seconds of one call, on the chief, between barriers."""
+    cpu_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    """Median CPU seconds of one call in the chief's process, every thread (the backend's
+    too), its share of the barriers and buffers included; None where not measured. Near
+    `seconds` times the node's cores, the call is held by the CPU, not the link."""
 
 
 class KindFit(BaseModel):

@@ -84,7 +84,8 @@ def merged(profiles: Sequence[link_profile.LinkProfile]) -> link_profile.LinkPro
 
 def median_of(profiles: Sequence[link_profile.LinkProfile]) -> link_profile.LinkProfile:
     """One launch's profile measured several times as one: each point of each kind (and tier)
-    the median of its seconds, each kind fitted again. The first profile's other fields stay.
+    the median of its seconds (and CPU seconds, where every repeat has them), each kind fitted
+    again. The first profile's other fields stay.
     ValueError where they are not measurements of one launch's sizes."""
     first = profiles[0]
     shape = _shape(first)
@@ -120,12 +121,15 @@ def _shape(profile: link_profile.LinkProfile) -> tuple[object, ...]:
 def _median_fits(each: list[dict[str, link_profile.KindFit]]) -> dict[str, link_profile.KindFit]:
     found = {}
     for kind, fit in each[0].items():
-        points = [
-            point.model_copy(
-                update={"seconds": statistics.median(fits[kind].points[i].seconds for fits in each)}
-            )
-            for i, point in enumerate(fit.points)
-        ]
+        points = []
+        for i, point in enumerate(fit.points):
+            repeats = [fits[kind].points[i] for fits in each]
+            cpu = [repeat.cpu_s for repeat in repeats if repeat.cpu_s is not None]
+            median = {
+                "seconds": statistics.median(repeat.seconds for repeat in repeats),
+                "cpu_s": statistics.median(cpu) if len(cpu) == len(repeats) else None,
+            }
+            points.append(point.model_copy(update=median))
         alpha, beta = link_profile.fit(points)
         found[kind] = link_profile.KindFit(alpha_s=alpha, beta_s_per_byte=beta, points=points)
     return found

@@ -54,7 +54,7 @@ def _measured(module: str, nproc: int, out: Path, *options: str) -> subprocess.C
 @pytest.mark.parametrize("module", ["torch_impl.links", "tf_impl.links"])
 def test_each_framework_measures_its_own_collectives_into_a_profile(module, tmp_path):
     out = tmp_path / "links.json"
-    _measured(module, 2, out, "--max-bytes", "32768")
+    done = _measured(module, 2, out, "--max-bytes", "32768")
     raw = json.loads(out.read_text())
     jsonschema.validate(raw, json.loads(SCHEMA.read_text()))
     profile = link_profile.read(out)
@@ -65,6 +65,10 @@ def test_each_framework_measures_its_own_collectives_into_a_profile(module, tmp_
     for fit in profile.kinds.values():
         assert len(fit.points) == 5 and fit.alpha_s >= 0 and fit.beta_s_per_byte >= 0  # 8 B..32 KiB
         assert all(point.seconds > 0 for point in fit.points)
+        # the chief's CPU a call: some (the ranks wait on sockets, not spin), and no more than
+        # its 2 cores could give in the call's time (with the barriers' and buffers' share)
+        assert all(0 < point.cpu_s < 2 * point.seconds + 1e-3 for point in fit.points)
+    assert "CPU a call of 32,768 B:" in done.stdout
 
 
 def test_a_runs_own_calls_are_measured_and_priced_off_their_own_points(tmp_path):
