@@ -135,6 +135,38 @@ def _median_fits(each: list[dict[str, link_profile.KindFit]]) -> dict[str, link_
     return found
 
 
+def cpu_of(profile: link_profile.LinkProfile) -> link_profile.LinkProfile | None:
+    """The profile as a model of CPU, not time: each point's seconds its `cpu_s` (the chief's
+    CPU seconds of a call), each kind fitted again, so that it prices a step's calls' CPU as
+    it prices their time; None where a point has none (measured before points kept it)."""
+    every = [*profile.measured().values()]
+    for tier in profile.tiers.values():
+        every += [tier.kinds, *tier.sizes.values()]
+    if any(p.cpu_s is None for fits in every for fit in fits.values() for p in fit.points):
+        return None
+
+    def as_cpu(fits: dict[str, link_profile.KindFit]) -> dict[str, link_profile.KindFit]:
+        found = {}
+        for kind, fit in fits.items():
+            points = [point.model_copy(update={"seconds": point.cpu_s}) for point in fit.points]
+            alpha, beta = link_profile.fit(points)
+            found[kind] = link_profile.KindFit(alpha_s=alpha, beta_s_per_byte=beta, points=points)
+        return found
+
+    tiers = {
+        name: tier.model_copy(
+            update={
+                "kinds": as_cpu(tier.kinds),
+                "sizes": {size: as_cpu(fits) for size, fits in tier.sizes.items()},
+            }
+        )
+        for name, tier in profile.tiers.items()
+    }
+    groups = {size: as_cpu(fits) for size, fits in profile.groups.items()}
+    update = {"kinds": as_cpu(profile.kinds), "groups": groups, "tiers": tiers}
+    return profile.model_copy(update=update)
+
+
 def tiers(profiles: Sequence[link_profile.LinkProfile]) -> dict[TierName, link_profile.Tier]:
     """Each tier of the profiles as one: the largest launch's, every other launch's groups of
     another size among its `sizes`. A size two launches measured keeps the larger launch's

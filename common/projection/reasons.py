@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from common.core.config import strategies
-from common.projection import step_model
+from common.projection import profiles, step_model
 from common.projection.link_profile import LinkProfile
 from common.report.runs import RecordedRun, median_of
 
@@ -51,6 +51,41 @@ def held_by_cpu(run: RecordedRun) -> str | None:
         "inside their wait on the links (a faster run) or queue behind their own CPU work (a "
         "slower one) (docs/communication.md, section 4)"
     )
+
+
+def calls_cpu(
+    runs: list[RecordedRun], profile_of: Callable[[RecordedRun], LinkProfile], counts: list[int]
+) -> list[str]:
+    """Each run's collectives' CPU a step, here and at the largest of `counts`, priced from
+    its profile's CPU a call (`profiles.cpu_of`), and the share of its node's cores (its CPU
+    quota, else one core) that the node's ranks fill with it over the projected step; nothing
+    where the profile kept no CPU a call."""
+    said = []
+    for run in runs:
+        profile = profile_of(run)
+        cpu = profiles.cpu_of(profile)
+        world, at = run.start.world_size, max(counts, default=0)
+        here = step_model.communication_s(run, cpu, world) if cpu else None
+        there = step_model.communication_s(run, cpu, at) if cpu else None
+        rows, _ = step_model.project(run, profile, [at])
+        if here is None or there is None or not rows:
+            continue
+        per_node = max(1, world // max(1, len(set(run.start.hosts))))
+        cores = run.start.cpu_quota_cores
+        share = per_node * there / rows[0].step_fast_s / (cores or 1)
+        timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
+        measured = median_of(e.cpu_time_s / e.steps for e in timed if e.cpu_time_s and e.steps)
+        whole = f"; the run measured {ms(measured)} in all" if measured is not None else ""
+        node = f"of {cores:g} cores" if cores else "(one core)"
+        said.append(
+            f"{name(run)}: its collectives take {ms(here)} of CPU a step (the link profile's "
+            f"CPU a call{whole}), {ms(there)} at {at}: with {per_node} rank"
+            f"{'s' if per_node > 1 else ''} a node {node}, {share:.0%} of the node over the "
+            f"projected step of {rows[0].step_fast_s * 1e3:.1f} ms. Near 100%, the node's CPU, "
+            "not its link, times the step, and work between the calls makes them cost more "
+            "than priced (docs/communication.md, section 4)"
+        )
+    return said
 
 
 def measured_step(run: RecordedRun, profile: LinkProfile) -> Step | None:

@@ -160,6 +160,7 @@ def report(
             lines.append(f"{row.label:>34}  {row.world:>7}  {speeds}  {efficiency}  {comm}")
     found.sentences = [
         *reasons.shares(runs, profiles.of),
+        *reasons.calls_cpu(runs, profiles.of, counts),
         *reasons.sharded_against_replicated(runs, profiles.of, counts),
         *_flips(runs, profiles, counts),
         *_size_flips(runs, profiles, counts),

@@ -1,0 +1,57 @@
+"""The CPU a run's collectives take at N: a link profile whose points keep the chief's CPU
+seconds of a call prices a step's calls' CPU as it prices their time, and `compare --project`
+says it with the share of the node's cores it fills over the projected step."""
+
+import pytest
+
+from common.projection import profiles, reasons, step_model
+from common.report.runs import RecordedRun
+from tests.compare.test_link_pricing import launch_profile
+from tests.compare.test_projection import ddp_run
+from tests.records import changed
+
+
+def _cpu(profile, cpu_s: float):
+    """`profile` with every point of its kinds measured at `cpu_s` of CPU a call."""
+    kinds = {
+        kind: fit.model_copy(
+            update={"points": [point.model_copy(update={"cpu_s": cpu_s}) for point in fit.points]}
+        )
+        for kind, fit in profile.kinds.items()
+    }
+    return profile.model_copy(update={"kinds": kinds})
+
+
+def _quarter_core_run() -> RecordedRun:
+    """ddp_run (one 1 MB all-reduce a step) on 2 nodes of 0.25 core, 3 ms of CPU a step."""
+    run = ddp_run()
+    begun = changed(run.start, hosts=["n1", "n2"], cpu_quota_cores=0.25)
+    epochs = [changed(e, cpu_time_s=3e-3 * e.steps) for e in run.epochs]
+    return RecordedRun(run.path, [begun, *epochs])
+
+
+def test_the_calls_cpu_at_n_is_priced_from_each_size_s_own_cpu_a_call():
+    two = _cpu(launch_profile(2, 1e-3), 0.5e-3)  # 0.5 ms of CPU a call on 2 nodes
+    eight = _cpu(launch_profile(8, 20e-3), 4e-3)  # 4 ms on 8
+    both = profiles.merged([eight, two])
+    run = _quarter_core_run()
+    cpu = profiles.cpu_of(both)
+    assert cpu is not None
+    assert step_model.communication_s(run, cpu, 2) == pytest.approx(0.5e-3)
+    assert step_model.communication_s(run, cpu, 8) == pytest.approx(4e-3)
+    (at8,), _ = step_model.project(run, both, [8])
+    said = reasons.calls_cpu([run], lambda _: both, [8])
+    share = 4e-3 / (at8.step_fast_s * 0.25)  # 1 rank a node
+    assert said == [
+        "torch ddp x2: its collectives take 0.5 ms of CPU a step (the link profile's CPU a "
+        "call; the run measured 3 ms in all), 4 ms at 8: with 1 rank a node of 0.25 "
+        f"cores, {share:.0%} of the node over the projected step of {at8.step_fast_s * 1e3:.1f}"
+        " ms. Near 100%, the node's CPU, not its link, times the step, and work between the "
+        "calls makes them cost more than priced (docs/communication.md, section 4)"
+    ]
+
+
+def test_a_profile_without_cpu_a_call_says_nothing_of_it():
+    older = launch_profile(2, 1e-3)  # measured before points kept their CPU
+    assert profiles.cpu_of(older) is None
+    assert reasons.calls_cpu([_quarter_core_run()], lambda _: older, [8]) == []
