@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import TypeAdapter
 from typing_extensions import NotRequired, TypedDict
 
-from common.projection import link_profile, reasons, step_model
+from common.projection import crossover, link_profile, reasons, step_model
 from common.projection.levers import Lever
 from common.projection.memory_at_n import LargestFit, MemoryRow
 from common.projection.profiles import Profiles, find_profiles
@@ -182,7 +182,7 @@ def _flips(runs: list[RecordedRun], profiles: Profiles, counts: list[int]) -> li
                 continue
             first, second = group[0], group[1]
             pair = (profiles.of(first), profiles.of(second))
-            at = step_model.crossover(first, second, pair, world)
+            at = crossover.crossover(first, second, pair, world)
             if at:
                 said.append(
                     f"At {world} workers, {_name(first)} and {_name(second)} trade places at "

@@ -9,7 +9,7 @@ import compare
 from common.core.config.config_io import load_config
 from common.core.measure.traffic import wire_bytes
 from common.core.records.entries import TrafficEntry
-from common.projection import link_profile, profiles, step_model, summary
+from common.projection import crossover, link_profile, profiles, step_model, summary
 from common.report.runs import RecordedRun
 from tests.compare.test_projection import MB, ddp_run, profile
 from tests.records import changed, epoch, start, write_run
@@ -172,7 +172,7 @@ def test_two_runs_trade_places_at_a_bandwidth_worked_by_hand_at_the_profiles_own
         e.model_copy(update={"traffic": bigger, "samples_per_s": 8000.0}) for e in heavy.epochs
     ]
     other = RecordedRun("o/metrics.jsonl", [heavy.start, *epochs])
-    found = step_model.crossover(ddp_run(), other, (profile(), profile()), 2)
+    found = crossover.crossover(ddp_run(), other, (profile(), profile()), 2)
     assert found == "0.5x the profile's bandwidth"
 
 
