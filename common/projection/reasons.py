@@ -31,25 +31,20 @@ def name(run: RecordedRun) -> str:
     return f"{run.start.framework} {run.start.strategy} x{run.start.world_size}"
 
 
-HELD = 0.5  # a run whose quota ran out in at least this share of its periods: CPU-bound
-
-
 def held_by_cpu(run: RecordedRun) -> str | None:
-    """A caveat for a run its CPU quota held (the median over its timed epochs of
-    quota_throttled at least HELD): its step less its collectives is CPU work the projection
-    adds to their cost at N, where it may hide in their wait or queue behind them."""
-    timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
-    held = median_of(e.quota_throttled for e in timed)
-    if held is None or held < HELD:
+    """A caveat for a run its CPU quota held (`step_model.quota_held` at least `HELD`): the
+    projection grows its overhead with its calls at N, as measured on quarter-core nodes."""
+    held = step_model.quota_held(run)
+    if held is None or held < step_model.HELD:
         return None
     cores = run.start.cpu_quota_cores
     quota = f" of {cores:g} cores" if cores else ""
     return (
         f"{name(run)}: held by its CPU: its node's quota{quota} ran out in "
-        f"{held:.0%} of its quota's periods (quota_throttled). The projection "
-        "adds its step less its collectives to their cost at N; there that CPU work may run "
-        "inside their wait on the links (a faster run) or queue behind their own CPU work (a "
-        "slower one) (docs/communication.md, section 4)"
+        f"{held:.0%} of its quota's periods (quota_throttled). Its overhead (its step less "
+        "its calls, compute and optimizer) is taken as the quota stalling its calls, and "
+        "grows with them at N; on a node of more cores it would stay, and the step be faster "
+        "(docs/communication.md, section 4)"
     )
 
 

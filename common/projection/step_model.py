@@ -6,7 +6,8 @@
                    (the sum)
   the rest at N  = the measured step less its communication, split by the run's step split:
                    compute scales with the per-rank batch (strong scaling), the optimizer with
-                   the shards, the overhead stays; without a split all of it is compute
+                   the shards, the overhead stays (grows with the communication on a node its
+                   CPU quota held: `HELD`); without a split all of it is compute
   communication  = per collective kind: calls x the algorithm's steps at N x alpha per step
                    + the wire bytes' time at N (`LinkProfile.seconds`)
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass, replace
 from common.core.config import config_io, strategies
 from common.core.measure.traffic import wire_bytes
 from common.projection.link_profile import LinkProfile
-from common.report.runs import RecordedRun
+from common.report.runs import RecordedRun, median_of
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class Projected:
     efficiency_low: float
     efficiency_high: float
     communication_s: float
-    overhead_s: float  # the part of the step that stays at any N (0 without a step split)
+    overhead_s: float  # the step's overhead at N (0 without a step split)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,16 @@ class StepParts:
     optimizer_s: float  # shrinks with the shards of the optimizer's state
     overhead_s: float  # stays
     split: bool  # False: no step split recorded; all of it taken as compute
+
+
+HELD = 0.5  # a run whose quota ran out in at least this share of its periods: CPU-bound
+
+
+def quota_held(run: RecordedRun) -> float | None:
+    """The median over the run's timed epochs of the share of its quota's periods its node's
+    CPU quota ran out in (quota_throttled); None on a node without a quota."""
+    timed = run.epochs[1:] if len(run.epochs) > 1 else run.epochs
+    return median_of(e.quota_throttled for e in timed)
 
 
 def step_parts(run: RecordedRun, step_s: float, own_s: float) -> StepParts:
@@ -220,7 +231,10 @@ def project(
             )
             continue
         comm = communication_s(run, profile, world, change.gathers if change else 1.0) or 0.0
-        compute = rest_at(run, parts, world, weak)
+        # on a node its CPU quota held, the overhead is the quota stalling the calls: it grows
+        # as they do (docs/communication.md, section 4); elsewhere it stays
+        stalls = comm / own if own and (quota_held(run) or 0.0) >= HELD else 1.0
+        compute = rest_at(run, parts, world, weak) + parts.overhead_s * (stalls - 1)
         # Only the forward and backward's compute can run beside the collectives; the
         # optimizer (after the gradients) and the overhead (hooks, waits, Python) cannot.
         beside = parts.compute_s if weak else parts.compute_s * start.world_size / world
@@ -237,7 +251,7 @@ def project(
                 efficiency_low=(single_s / slow if weak else single_s / (world * slow)),
                 efficiency_high=(single_s / fast if weak else single_s / (world * fast)),
                 communication_s=comm,
-                overhead_s=parts.overhead_s,
+                overhead_s=parts.overhead_s * stalls,
             )
         )
     return found, caveats

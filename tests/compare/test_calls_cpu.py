@@ -1,13 +1,14 @@
 """The CPU a run's collectives take at N: a link profile whose points keep the chief's CPU
 seconds of a call prices a step's calls' CPU as it prices their time, and `compare --project`
-says it with the share of the node's cores it fills over the projected step."""
+says it with the share of the node's cores it fills over the projected step. A run its node's
+CPU quota held has its overhead projected to grow with its calls."""
 
 import pytest
 
 from common.projection import profiles, reasons, step_model
 from common.report.runs import RecordedRun
 from tests.compare.test_link_pricing import launch_profile
-from tests.compare.test_projection import ddp_run
+from tests.compare.test_projection import ddp_run, split
 from tests.records import changed
 
 
@@ -55,3 +56,27 @@ def test_a_profile_without_cpu_a_call_says_nothing_of_it():
     older = launch_profile(2, 1e-3)  # measured before points kept their CPU
     assert profiles.cpu_of(older) is None
     assert reasons.calls_cpu([_quarter_core_run()], lambda _: older, [8]) == []
+
+
+def test_a_run_its_quota_held_has_its_overhead_grow_with_its_calls():
+    """On a node its CPU quota held (quota_throttled at least step_model.HELD), the step less
+    its compute and optimizer is the quota stalling the calls, and grows as they do: hsdp on
+    quarter-core nodes ([F], 200 Mbit/s), 2 nodes to 8, was -15% and -21% with its overhead
+    kept, -3% and -9% with it grown. A run seldom held keeps its overhead."""
+    run = ddp_run(step_split=split(compute_s=2e-3))  # 10 ms: 2 of calls, 2 compute, 6 overhead
+    profile = launch_profile(2, 1e-3)
+    own, at8 = (step_model.communication_s(run, profile, world) for world in (2, 8))
+    assert own is not None and at8 is not None and at8 > own
+    overhead = step_model.step_parts(run, 10e-3, own).overhead_s
+    assert overhead == pytest.approx(10e-3 - own - 2e-3)
+
+    def held(share: float) -> RecordedRun:
+        epochs = [changed(e, quota_throttled=share) for e in run.epochs]
+        return RecordedRun(run.path, [run.start, *epochs])
+
+    (kept,), _ = step_model.project(run, profile, [8])
+    (grown,), _ = step_model.project(held(0.72), profile, [8])
+    (seldom,), _ = step_model.project(held(0.2), profile, [8])
+    assert grown.step_slow_s - kept.step_slow_s == pytest.approx(overhead * (at8 / own - 1))
+    assert grown.overhead_s == pytest.approx(overhead * at8 / own)
+    assert seldom == kept
