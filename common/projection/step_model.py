@@ -2,8 +2,7 @@
 (`common.projection.link_profile`): its compute per step, and the collectives it issued per step
 (the epoch records' traffic) priced by the profile at the projected world size.
 
-  step at N      = the rest at N + communication at N, from full overlap (the larger) to none
-                   (the sum)
+  step at N      = the rest at N + communication at N: their larger (full overlap) to their sum
   the rest at N  = the measured step less its communication, split by the run's step split:
                    compute scales with the per-rank batch (strong scaling), the optimizer with
                    the shards, the overhead stays (grows with the communication on a node its
