@@ -5,6 +5,7 @@ latency, and the rest of the step), as `common.projection.step_model` prices the
 from __future__ import annotations
 
 from common.projection.link_profile import KindFit, LinkProfile
+from common.projection.profiles import with_fits
 from common.projection.step_model import communication_s, rest_at, step_parts
 from common.report.runs import RecordedRun
 
@@ -43,13 +44,4 @@ def _latency_only(profile: LinkProfile) -> LinkProfile:
         points = [point.model_copy(update={"seconds": fit.alpha_s}) for point in fit.points]
         return fit.model_copy(update={"beta_s_per_byte": 0.0, "points": points})
 
-    def fixed(fits: dict[str, KindFit]) -> dict[str, KindFit]:
-        return {kind: flat(fit) for kind, fit in fits.items()}
-
-    tiers = {
-        name: tier.model_copy(update={"kinds": fixed(tier.kinds)})
-        for name, tier in profile.tiers.items()
-    }
-    groups = {size: fixed(fits) for size, fits in profile.groups.items()}
-    update = {"kinds": fixed(profile.kinds), "groups": groups, "tiers": tiers}
-    return profile.model_copy(update=update)
+    return with_fits(profile, flat)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,6 +135,28 @@ def _median_fits(each: list[dict[str, link_profile.KindFit]]) -> dict[str, link_
     return found
 
 
+def with_fits(
+    profile: link_profile.LinkProfile,
+    change: Callable[[link_profile.KindFit], link_profile.KindFit],
+) -> link_profile.LinkProfile:
+    """The profile with `change` made to every fit it holds: the launch's, its groups', and
+    each tier's (its other sizes' too)."""
+
+    def each(fits: dict[str, link_profile.KindFit]) -> dict[str, link_profile.KindFit]:
+        return {kind: change(fit) for kind, fit in fits.items()}
+
+    tiers = {
+        name: tier.model_copy(
+            update={"kinds": each(tier.kinds), "sizes": {n: each(f) for n, f in tier.sizes.items()}}
+        )
+        for name, tier in profile.tiers.items()
+    }
+    groups = {size: each(fits) for size, fits in profile.groups.items()}
+    return profile.model_copy(
+        update={"kinds": each(profile.kinds), "groups": groups, "tiers": tiers}
+    )
+
+
 def cpu_of(profile: link_profile.LinkProfile) -> link_profile.LinkProfile | None:
     """The profile as a model of CPU, not time: each point's seconds its `cpu_s` (the chief's
     CPU seconds of a call), each kind fitted again, so that it prices a step's calls' CPU as
@@ -145,26 +167,12 @@ def cpu_of(profile: link_profile.LinkProfile) -> link_profile.LinkProfile | None
     if any(p.cpu_s is None for fits in every for fit in fits.values() for p in fit.points):
         return None
 
-    def as_cpu(fits: dict[str, link_profile.KindFit]) -> dict[str, link_profile.KindFit]:
-        found = {}
-        for kind, fit in fits.items():
-            points = [point.model_copy(update={"seconds": point.cpu_s}) for point in fit.points]
-            alpha, beta = link_profile.fit(points)
-            found[kind] = link_profile.KindFit(alpha_s=alpha, beta_s_per_byte=beta, points=points)
-        return found
+    def as_cpu(fit: link_profile.KindFit) -> link_profile.KindFit:
+        points = [point.model_copy(update={"seconds": point.cpu_s}) for point in fit.points]
+        alpha, beta = link_profile.fit(points)
+        return link_profile.KindFit(alpha_s=alpha, beta_s_per_byte=beta, points=points)
 
-    tiers = {
-        name: tier.model_copy(
-            update={
-                "kinds": as_cpu(tier.kinds),
-                "sizes": {size: as_cpu(fits) for size, fits in tier.sizes.items()},
-            }
-        )
-        for name, tier in profile.tiers.items()
-    }
-    groups = {size: as_cpu(fits) for size, fits in profile.groups.items()}
-    update = {"kinds": as_cpu(profile.kinds), "groups": groups, "tiers": tiers}
-    return profile.model_copy(update=update)
+    return with_fits(profile, as_cpu)
 
 
 def tiers(profiles: Sequence[link_profile.LinkProfile]) -> dict[TierName, link_profile.Tier]:

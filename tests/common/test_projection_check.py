@@ -149,23 +149,12 @@ def test_hsdp_is_priced_on_more_nodes_by_its_own_tiers_profile_there(tmp_path, c
     assert rows[1].startswith(f"| hsdp | 200mbit | 8 | 2,8 | 6,400 | {low:,.0f}-{high:,.0f} |")
 
 
-def _with_cpu(profile, cpu_s: float):
-    """`profile` with every point of its kinds measured at `cpu_s` of CPU a call."""
-    kinds = {
-        kind: fit.model_copy(
-            update={"points": [point.model_copy(update={"cpu_s": cpu_s}) for point in fit.points]}
-        )
-        for kind, fit in profile.kinds.items()
-    }
-    return profile.model_copy(update={"kinds": kinds})
-
-
 def test_repeated_profiles_price_by_the_median_of_each_point(tmp_path, capsys):
     """--repeats measures each profile again (links-torch.r2.json, .r3.json): a row is priced
     from each point's median, so one repeat at 30 ms a call among two at 1 ms prices as 1 ms
     (the row of the first test above), and a repeat of other sizes is refused, naming why."""
     from common.projection import link_profile, profiles
-    from tests.compare.test_link_pricing import launch_profile, tiered_profile
+    from tests.compare.test_link_pricing import launch_profile, tiered_profile, with_cpu
 
     folder = tmp_path / "50mbit"
     slow, fast = launch_profile(2, 30e-3), launch_profile(2, 1e-3)
@@ -180,7 +169,7 @@ def test_repeated_profiles_price_by_the_median_of_each_point(tmp_path, capsys):
     assert row.startswith("| ddp | 50mbit | 8 | 2 | 2,400 | 5,953-7,314 |")
     median = profiles.median_of([slow, fast, fast])
     assert median.kinds["all_reduce"].alpha_s == pytest.approx(1e-3)
-    cpu = [_with_cpu(each, cpu_s) for each, cpu_s in [(slow, 9e-3), (fast, 1e-3), (fast, 2e-3)]]
+    cpu = [with_cpu(each, cpu_s) for each, cpu_s in [(slow, 9e-3), (fast, 1e-3), (fast, 2e-3)]]
     assert {point.cpu_s for point in profiles.median_of(cpu).kinds["all_reduce"].points} == {2e-3}
     assert median.kinds["all_reduce"].points[0].cpu_s is None  # not measured in every repeat
     tiered = profiles.median_of([tiered_profile(2, alpha) for alpha in (20e-3, 1e-3, 2e-3)])

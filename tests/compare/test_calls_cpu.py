@@ -7,20 +7,9 @@ import pytest
 
 from common.projection import profiles, reasons, step_model
 from common.report.runs import RecordedRun
-from tests.compare.test_link_pricing import launch_profile
+from tests.compare.test_link_pricing import launch_profile, tiered_profile, with_cpu
 from tests.compare.test_projection import ddp_run, split
 from tests.records import changed
-
-
-def _cpu(profile, cpu_s: float):
-    """`profile` with every point of its kinds measured at `cpu_s` of CPU a call."""
-    kinds = {
-        kind: fit.model_copy(
-            update={"points": [point.model_copy(update={"cpu_s": cpu_s}) for point in fit.points]}
-        )
-        for kind, fit in profile.kinds.items()
-    }
-    return profile.model_copy(update={"kinds": kinds})
 
 
 def _quarter_core_run() -> RecordedRun:
@@ -32,8 +21,8 @@ def _quarter_core_run() -> RecordedRun:
 
 
 def test_the_calls_cpu_at_n_is_priced_from_each_size_s_own_cpu_a_call():
-    two = _cpu(launch_profile(2, 1e-3), 0.5e-3)  # 0.5 ms of CPU a call on 2 nodes
-    eight = _cpu(launch_profile(8, 20e-3), 4e-3)  # 4 ms on 8
+    two = with_cpu(launch_profile(2, 1e-3), 0.5e-3)  # 0.5 ms of CPU a call on 2 nodes
+    eight = with_cpu(launch_profile(8, 20e-3), 4e-3)  # 4 ms on 8
     both = profiles.merged([eight, two])
     run = _quarter_core_run()
     cpu = profiles.cpu_of(both)
@@ -56,6 +45,10 @@ def test_a_profile_without_cpu_a_call_says_nothing_of_it():
     older = launch_profile(2, 1e-3)  # measured before points kept their CPU
     assert profiles.cpu_of(older) is None
     assert reasons.calls_cpu([_quarter_core_run()], lambda _: older, [8]) == []
+    tiered = profiles.cpu_of(with_cpu(tiered_profile(2, 1e-3), 3e-3))  # each tier's CPU too
+    assert tiered is not None
+    assert {p.seconds for p in tiered.tiers["inter_node"].kinds["all_reduce"].points} == {3e-3}
+    assert profiles.cpu_of(tiered_profile(2, 1e-3)) is None
 
 
 def test_a_run_its_quota_held_has_its_overhead_grow_with_its_calls():

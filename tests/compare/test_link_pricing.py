@@ -205,6 +205,16 @@ def launch_profile(world: int, alpha_s: float) -> link_profile.LinkProfile:
     return profile(hosts).model_copy(update={"world_size": world, "kinds": {"all_reduce": fit}})
 
 
+def with_cpu(profile: link_profile.LinkProfile, cpu_s: float) -> link_profile.LinkProfile:
+    """`profile` with every point of its fits measured at `cpu_s` of CPU a call."""
+    return profiles.with_fits(
+        profile,
+        lambda fit: fit.model_copy(
+            update={"points": [point.model_copy(update={"cpu_s": cpu_s}) for point in fit.points]}
+        ),
+    )
+
+
 def test_profiles_of_two_launch_sizes_price_each_size_from_its_own_points(tmp_path, capsys):
     """A profile of 2 nodes (1 ms a call) and one of 8 (20 ms a call, where 2's latency per step
     gives 14 x 0.5 = 7 ms) price ddp x2 as one: its own step from 2's points, 8 ranks from 8's;

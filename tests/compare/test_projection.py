@@ -271,8 +271,8 @@ def test_the_json_output_holds_the_projection_as_data(tmp_path, capsys):
 
 def test_a_run_its_cpu_quota_held_is_said_to_be_cpu_bound(tmp_path, capsys):
     """A run whose node's quota ran out in most periods was held by its CPU: the projection
-    says so, with the share, as it cannot say where that CPU work goes at N; a run its quota
-    seldom held, or one without a quota, gets no such caveat."""
+    says so, with the share, and that it grows the run's overhead with its calls at N; a run
+    its quota seldom held, or one without a quota, gets no such caveat."""
     run = ddp_run()
     held = RecordedRun(
         run.path,
@@ -280,6 +280,7 @@ def test_a_run_its_cpu_quota_held_is_said_to_be_cpu_bound(tmp_path, capsys):
     )
     said = reasons.held_by_cpu(held)
     assert said is not None and "torch ddp x2" in said and "72%" in said, said
+    assert "grows with them at N" in said
     assert reasons.held_by_cpu(run) is None
     seldom = [changed(e, quota_throttled=0.2) for e in run.epochs]
     assert reasons.held_by_cpu(RecordedRun(run.path, [run.start, *seldom])) is None
