@@ -58,6 +58,11 @@ def test_counted_collectives_agree_with_the_registry(case, tmp_path, capsys):
         assert sum(size["calls"] for size in sizes) == pytest.approx(entry["calls"]), entry
         total = sum(size["calls"] * size["payload_bytes"] for size in sizes)
         assert total == pytest.approx(entry["payload_bytes"]), entry
+    at = sorted(i for entry in train for size in entry["sizes"] for i in size["at"])
+    assert at == list(range(round(sum(entry["calls"] for entry in train)))), train
+    if case == "torch fsdp2":  # the step in order: it gathers first and scatters last
+        where = {i: e["kind"] for e in train for size in e["sizes"] for i in size["at"]}
+        assert where[0] == "all_gather" and where[len(at) - 1] == "reduce_scatter", where
     if "fsdp2" in case or "hsdp" in case:  # each unit's calls hand its own shard
         units = 2 if "size units" in case else 3
         assert {len(e["sizes"]) for e in train if e["kind"] != "all_reduce"} == {units}, train

@@ -51,8 +51,10 @@ def entries(
     """The record's entries of one phase: `calls` counted over `per` steps (or batches), by
     kind, each beside the expected calls and payload (None: no expectation for the phase)."""
     counted: dict[str, list[Call]] = defaultdict(list)
-    for call in calls:
+    at: dict[tuple[str, int], list[int]] = defaultdict(list)  # where in the step, by kind, size
+    for index, call in enumerate(calls):
         counted[call.kind].append(call)
+        at[(call.kind, call.payload_bytes)].append(index)
     wanted = {item.kind: item for item in expected or []}
     found = []
     for kind in KINDS:
@@ -73,7 +75,14 @@ def entries(
                 expected_payload_bytes=None
                 if expected is None
                 else (expect.payload_bytes if expect else 0.0),
-                sizes=[CallSize(payload_bytes=float(size), calls=n / per) for size, n in by_size],
+                sizes=[
+                    CallSize(
+                        payload_bytes=float(size),
+                        calls=n / per,
+                        at=at[(kind, size)] if phase == "train" else None,
+                    )
+                    for size, n in by_size
+                ],
             )
         )
     return found

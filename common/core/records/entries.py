@@ -16,6 +16,12 @@ class CallSize(Fields):
 
     payload_bytes: float = doc("bytes a rank handed each of these calls, as payload_bytes counts")
     calls: float = doc("how many calls per step (train) or per pass (eval) handed that payload")
+    at: list[int] | None = doc(
+        "where in the step each of these calls came, 0 the step's first collective of any kind, "
+        "in the order the framework's count lists them (torch: the profiler's, by start time): "
+        "a link tool times a step's calls in that order (train only; absent before it)",
+        added=True,
+    )
 
 
 class TrafficEntry(Fields):
