@@ -27,7 +27,7 @@ from common.core.config import devices
 from common.core.records import metrics
 from common.core.records.records import METRICS_FILENAME, Epoch, RunEnd
 from common.launch import exchanges
-from common.projection import link_bench, link_lines, link_profile
+from common.projection import link_groups, link_lines, link_profile
 from common.tools import programs
 
 MARK = "PREFLIGHT "
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
                 linked = []
                 if found["world_size"] > 1:  # --tiers: torch's only (MWMS has no sub-groups)
                     nodes = [rank["node"] for rank in found["ranks"]]
-                    tiers = framework == "torch" and link_bench.tiers_fit(nodes)
+                    tiers = framework == "torch" and link_groups.tiers_fit(nodes)
                     linked = profile_links(
                         framework, start, args.device, args.links_dir, args.links_max_bytes, tiers
                     )

@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 from common.core.measure.traffic import wire_bytes
-from common.projection import call_sizes, link_bench, link_profile, step_model
+from common.projection import call_sizes, link_groups, link_profile, step_model
 from common.report.inputs import load_runs
 from tests.launching import runner, train_command
 
@@ -169,16 +169,16 @@ def test_the_tiers_are_each_nodes_ranks_and_each_local_rank_across_the_nodes():
     them; the preflight asks for tiers only on nodes of the same number of ranks, 2 or more."""
     from torch_impl.links import SIDE
 
-    assert link_bench.tier_partitions(["a", "a", "b", "b", "c", "c"], SIDE) == {
+    assert link_groups.tier_partitions(["a", "a", "b", "b", "c", "c"], SIDE) == {
         "intra_node": [[0, 1], [2, 3], [4, 5]],
         "inter_node": [[0, 2, 4], [1, 3, 5]],
     }
-    assert link_bench.tier_partitions(["a", "b", "a", "b"], SIDE) == {
+    assert link_groups.tier_partitions(["a", "b", "a", "b"], SIDE) == {
         "intra_node": [[0, 2], [1, 3]],
         "inter_node": [[0, 1], [2, 3]],
     }
-    assert link_bench.tiers_fit(["a", "a", "b", "b"])
+    assert link_groups.tiers_fit(["a", "a", "b", "b"])
     for hosts in (["a", "b"], ["a", "a"], ["a", "a", "b"], ["a", "a", "b", "b", "b", "b"]):
-        assert not link_bench.tiers_fit(hosts), hosts
+        assert not link_groups.tiers_fit(hosts), hosts
     with pytest.raises(ValueError, match="the ranks per node are a: 2, b: 1; the tiers take"):
-        link_bench.tier_partitions(["a", "a", "b"], SIDE)
+        link_groups.tier_partitions(["a", "a", "b"], SIDE)
