@@ -18,6 +18,7 @@ from common.projection import link_bench
 if __name__ == "__main__":  # --help, and a refusal, in a second: before the framework's import
     link_bench.refuse_early("python -m torch_impl.links", __doc__, "torch", sub_groups=True)
 
+import statistics
 import time
 
 import torch
@@ -48,31 +49,60 @@ def partition_timer(info: dist.DistInfo, partition: list[list[int]] | None):
     member = partition is None or group is not None
 
     def seconds(kind: str, payload: int, repeats: int) -> float:
-        count = max(2, payload // 4)
-        if kind == "reduce_scatter":
-            count = -(-count // world) * world
-        given = torch.ones(count, dtype=torch.float32, device=info.device)
-        gathered = torch.empty(count * world, dtype=torch.float32, device=info.device)
-        scattered = torch.empty(count // world, dtype=torch.float32, device=info.device)
-        # torch 2.13 renamed the tensor forms (the old names warn); 2.11 has only those
-        gather = getattr(torch_dist, "all_gather_single", torch_dist.all_gather_into_tensor)
-        scatter = getattr(torch_dist, "reduce_scatter_single", torch_dist.reduce_scatter_tensor)
-        calls = {
-            "all_reduce": lambda: torch_dist.all_reduce(given, group=group),
-            "all_gather": lambda: gather(gathered, given, group=group),
-            "reduce_scatter": lambda: scatter(scattered, given, group=group),
-        }
+        call = _call(info, kind, payload, group, world)
         dist.synchronize(info)
         torch_dist.barrier()
         if not member:
             return 0.0
         start = time.perf_counter()
         for _ in range(repeats):
-            calls[kind]()
+            call()
         dist.synchronize(info)
         return (time.perf_counter() - start) / repeats
 
     return seconds
+
+
+def sequence_timer(info: dist.DistInfo):
+    """timer(calls, rounds) -> each of `calls` ((kind, payload bytes), over every rank, in that
+    order) its median seconds on the chief over `rounds` rounds of them all, one after another
+    as a step issues them, after a round to warm up."""
+
+    def seconds(calls: list[tuple[str, int]], rounds: int) -> list[float]:
+        made = [_call(info, kind, payload, None, info.world_size) for kind, payload in calls]
+        for call in made:
+            call()
+        dist.synchronize(info)
+        torch_dist.barrier()
+        times: list[list[float]] = [[] for _ in made]
+        for _ in range(rounds):
+            for call, each in zip(made, times, strict=True):
+                start = time.perf_counter()
+                call()
+                dist.synchronize(info)
+                each.append(time.perf_counter() - start)
+        return [statistics.median(each) for each in times]
+
+    return seconds
+
+
+def _call(info: dist.DistInfo, kind: str, payload: int, group, world: int):
+    """One float32 collective of `kind` handing `payload` bytes over `group`, its buffers made."""
+    count = max(2, payload // 4)
+    if kind == "reduce_scatter":
+        count = -(-count // world) * world
+    given = torch.ones(count, dtype=torch.float32, device=info.device)
+    gathered = torch.empty(count * world, dtype=torch.float32, device=info.device)
+    scattered = torch.empty(count // world, dtype=torch.float32, device=info.device)
+    # torch 2.13 renamed the tensor forms (the old names warn); 2.11 has only those
+    gather = getattr(torch_dist, "all_gather_single", torch_dist.all_gather_into_tensor)
+    scatter = getattr(torch_dist, "reduce_scatter_single", torch_dist.reduce_scatter_tensor)
+    calls = {
+        "all_reduce": lambda: torch_dist.all_reduce(given, group=group),
+        "all_gather": lambda: gather(gathered, given, group=group),
+        "reduce_scatter": lambda: scatter(scattered, given, group=group),
+    }
+    return calls[kind]
 
 
 def _setup(cfg, spec) -> dist.DistInfo:
@@ -86,6 +116,7 @@ SIDE = link_bench.Side(
     timer=timer,
     group_timer=timer,
     partition_timer=partition_timer,
+    sequence_timer=sequence_timer,
     transport=lambda info, cfg: str(info.backend),
     all_reduce_sum=dist.all_reduce_sum,
     leave=dist.leave_together,

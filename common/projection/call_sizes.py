@@ -1,5 +1,6 @@
 """The sizes a link profile measures besides its powers of 8: each call a recorded run's training
-step issues, at the size it would have at the launch's world size (`--sizes-of RUN`).
+step issues, at the size it would have at the launch's world size (`--sizes-of RUN`); and, for a
+step of several kinds, each call's time when the step's calls are issued in their own order.
 
 A profile prices a call between its two nearest points. Where the time bends between them (a
 backend that changes protocol, a host whose CPU, not its link, sets the pace), the price
@@ -9,9 +10,11 @@ has a case: gloo's all-reduce on 8 nodes of the test cluster.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import statistics
+from collections.abc import Callable, Sequence
 
-from common.projection.step_model import calls_at
+from common.projection.link_profile import KindFit
+from common.projection.step_model import calls_at, sequence_at
 from common.report.inputs import load_runs
 
 ELEMENT = 4  # the link tools time float32 tensors
@@ -41,3 +44,43 @@ def payloads(paths: Sequence[str], world: int) -> dict[str, list[int]]:
                 size = round(each.payload / ELEMENT) * ELEMENT
                 found.setdefault(each.kind, set()).add(size)
     return {kind: sorted(sizes) for kind, sizes in found.items()}
+
+
+def sequences(paths: Sequence[str], world: int) -> list[list[tuple[str, int]]]:
+    """Each run's step at `world` ranks call by call, (kind, payload), in the order it issued
+    them, for the runs whose step issues several kinds over the whole launch: a step of one
+    kind is a row of its own calls, as the tool times each size, and a group of fewer ranks
+    (hsdp's shards) is not the launch's."""
+    runs, _, _ = load_runs(list(paths))
+    found = []
+    for run in runs:
+        order = [each for each in sequence_at(run, world) if each.payload >= ELEMENT]
+        if len({each.kind for each in order}) > 1 and all(e.group == world for e in order):
+            found.append([(e.kind, round(e.payload / ELEMENT) * ELEMENT) for e in order])
+    return found
+
+
+def in_step(
+    timer: Callable[[list[tuple[str, int]], int], list[float]],
+    kinds: dict[str, KindFit],
+    steps: list[list[tuple[str, int]]],
+    rounds: int = 12,
+) -> dict[str, KindFit]:
+    """`kinds` with each call of `steps` timed as its step issues it: `timer(calls, rounds)`
+    gives each call's median seconds over `rounds` rounds of the step's calls in their order,
+    and a size's `in_step_s` is the mean over every place it came (a call after another kind
+    can cost more than in a row of its own). Every rank calls it alike."""
+    times: dict[tuple[str, int], list[float]] = {}
+    for step in steps:
+        for call, seconds in zip(step, timer(step, rounds), strict=True):
+            times.setdefault(call, []).append(seconds)
+    found = {}
+    for kind, fit in kinds.items():
+        points = [
+            point.model_copy(update={"in_step_s": statistics.mean(times[key])})
+            if (key := (kind, point.payload_bytes)) in times
+            else point
+            for point in fit.points
+        ]
+        found[kind] = fit.model_copy(update={"points": points})
+    return found

@@ -94,6 +94,11 @@ class Side:
     )
     """(DistInfo, groups of ranks) -> the timer of those groups running at once, each rank over
     its own (every rank makes every group); None where the framework has no such groups."""
+    sequence_timer: Callable[[Any], Callable[[list[tuple[str, int]], int], list[float]]] | None = (
+        None
+    )
+    """DistInfo -> timer(calls, rounds) -> each call's median seconds, the calls issued in
+    their order as a step issues them (`call_sizes.in_step`); None: not offered."""
     transport: Callable[[Any, Any], str]
     """(DistInfo, config) -> gloo, nccl, ring..."""
     all_reduce_sum: Callable[[np.ndarray, Any], np.ndarray]
@@ -193,6 +198,9 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
 
     world = spec.world_size
     kinds = time_collectives(side.timer(info), side.kinds, world, args.max_bytes, extra(world))
+    if side.sequence_timer is not None and args.sizes_of:  # each run's step in its own order
+        steps = call_sizes.sequences(args.sizes_of.split(","), world)
+        kinds = call_sizes.in_step(side.sequence_timer(info), kinds, steps)
     by_group: dict[int, dict[str, KindFit]] = {}
     group_timer = side.group_timer
     if group_timer is not None:  # None: group_sizes refused any --groups
@@ -226,7 +234,8 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
         )
         print(f"link profile: {write(profile, args.out)}")
         lines = link_lines.latency_lines(profile) + link_lines.tier_lines(profile)
-        for line in lines + link_lines.cpu_lines(profile, devices.cpu_quota()):
+        lines += link_lines.cpu_lines(profile, devices.cpu_quota())
+        for line in lines + link_lines.in_step_lines(profile):
             print(line)
     side.leave(info, cfg.dist.timeout_s)
     return 0

@@ -1,5 +1,6 @@
 """What a link tool prints of a profile beside its file: each tier's fit, the latency per step
-of each kind at every group size measured, and the CPU each kind's largest call took."""
+of each kind at every group size measured, the CPU each kind's largest call took, and what a
+run's calls cost in its step's order against alone."""
 
 from __future__ import annotations
 
@@ -50,5 +51,22 @@ def cpu_lines(profile: LinkProfile, node_cores: float | None) -> list[str]:
         lines.append(
             f"  {kind:<15} CPU a call of {point.payload_bytes:,} B: {point.cpu_s * 1e3:,.2f} ms "
             f"in {point.seconds * 1e3:,.2f} ms, {share:.0%} of a core{held}"
+        )
+    return lines
+
+
+def in_step_lines(profile: LinkProfile) -> list[str]:
+    """Each kind's sizes timed in a run's step (`Point.in_step_s`): a call's time there, on
+    the mean over those sizes, against alone; the projection prices the step's calls so."""
+    lines = []
+    for kind, fit in profile.kinds.items():
+        timed = [point for point in fit.points if point.in_step_s is not None]
+        if not timed:
+            continue
+        there = sum(point.in_step_s or 0.0 for point in timed) / len(timed)
+        alone = sum(point.seconds for point in timed) / len(timed)
+        lines.append(
+            f"  {kind:<15} in a run's step, in its order: {there * 1e3:,.2f} ms a call against "
+            f"{alone * 1e3:,.2f} ms alone ({there / alone - 1:+.0%}), over {len(timed)} sizes"
         )
     return lines

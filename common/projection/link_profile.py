@@ -44,6 +44,10 @@ class Point(BaseModel):
     """Median CPU seconds of one call in the chief's process, every thread (the backend's
     too), its share of the barriers and buffers included; None where not measured. Near
     `seconds` times the node's cores, the call is held by the CPU, not the link."""
+    in_step_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    """Median seconds of one such call on the chief when a run's step of several kinds was
+    issued in its own order (`--sizes-of`): a call after another kind can cost more than in a
+    row of its own; None where no such step issues it."""
 
 
 class KindFit(BaseModel):
@@ -55,6 +59,13 @@ class KindFit(BaseModel):
     """Seconds per wire byte (the fit's slope); 1 / beta is the bandwidth one rank sees."""
     points: Annotated[list[Point], Field(min_length=2)]
     """The measurements the fit came from: two sizes at least."""
+
+    def in_step(self, wire: float) -> float | None:
+        """A point's time in a run's step, where one sends `wire` bytes a call, else None."""
+        for point in self.points:
+            if point.in_step_s is not None and abs(point.wire_bytes - wire) <= 1e-6 * wire:
+                return point.in_step_s
+        return None
 
     def interpolated(self, wire: float, log: bool = True) -> float:
         """Seconds of one call sending `wire` bytes, read off the points: straight between the
@@ -161,7 +172,8 @@ class LinkProfile(BaseModel):
         `wire` bytes in all, or None where the profile has no fit for the kind.
 
         - A group the profile measured (the launch, or one of `groups`) is priced by its own
-          points (`KindFit.interpolated`): a single line misses where the time bends.
+          points (`KindFit.interpolated`): a single line misses where the time bends; a call
+          timed in a run's step, at that time (`Point.in_step_s`).
         - Any other group takes the latency per step of the largest group measured below it
           (else the smallest above): alpha over that group's `latency_steps`, times the steps
           of `group`.
@@ -173,7 +185,10 @@ class LinkProfile(BaseModel):
         own = measured.get(group, {}).get(kind)
         log = self.source != "measured"  # a model's curve, every power of 2
         if own is not None:
-            return calls * own.interpolated(wire / calls, log=log) if calls else 0.0
+            if not calls:
+                return 0.0
+            in_step = own.in_step(wire / calls)
+            return calls * (own.interpolated(wire / calls, log=log) if in_step is None else in_step)
         measured_ranks = [ranks for ranks, fits in measured.items() if kind in fits]
         fitted = kind  # the kind whose fit prices the call, and whose steps its alpha spans
         if not measured_ranks:  # not measured (MWMS's reduce_scatter, DDP's broadcasts)

@@ -84,8 +84,8 @@ def merged(profiles: Sequence[link_profile.LinkProfile]) -> link_profile.LinkPro
 
 def median_of(profiles: Sequence[link_profile.LinkProfile]) -> link_profile.LinkProfile:
     """One launch's profile measured several times as one: each point of each kind (and tier)
-    the median of its seconds (and CPU seconds, where every repeat has them), each kind fitted
-    again. The first profile's other fields stay.
+    the median of its seconds (and CPU and in-step seconds, where every repeat has them), each
+    kind fitted again. The first profile's other fields stay.
     ValueError where they are not measurements of one launch's sizes."""
     first = profiles[0]
     shape = _shape(first)
@@ -124,11 +124,12 @@ def _median_fits(each: list[dict[str, link_profile.KindFit]]) -> dict[str, link_
         points = []
         for i, point in enumerate(fit.points):
             repeats = [fits[kind].points[i] for fits in each]
-            cpu = [repeat.cpu_s for repeat in repeats if repeat.cpu_s is not None]
-            median = {
-                "seconds": statistics.median(repeat.seconds for repeat in repeats),
-                "cpu_s": statistics.median(cpu) if len(cpu) == len(repeats) else None,
+            median: dict[str, float | None] = {
+                "seconds": statistics.median(repeat.seconds for repeat in repeats)
             }
+            for name in ("cpu_s", "in_step_s"):  # where every repeat has it
+                some = [getattr(repeat, name) for repeat in repeats]
+                median[name] = None if None in some else statistics.median(some)
             points.append(point.model_copy(update=median))
         alpha, beta = link_profile.fit(points)
         found[kind] = link_profile.KindFit(alpha_s=alpha, beta_s_per_byte=beta, points=points)
@@ -168,7 +169,8 @@ def cpu_of(profile: link_profile.LinkProfile) -> link_profile.LinkProfile | None
         return None
 
     def as_cpu(fit: link_profile.KindFit) -> link_profile.KindFit:
-        points = [point.model_copy(update={"seconds": point.cpu_s}) for point in fit.points]
+        update = {"in_step_s": None}  # CPU, not time: the step's order times no CPU
+        points = [p.model_copy(update={**update, "seconds": p.cpu_s}) for p in fit.points]
         alpha, beta = link_profile.fit(points)
         return link_profile.KindFit(alpha_s=alpha, beta_s_per_byte=beta, points=points)
 

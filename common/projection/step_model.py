@@ -107,6 +107,7 @@ class CallsAt:
     payload: float  # bytes each rank hands one call (its shard, for an all_gather)
     group: int  # ranks in the call's group
     sharded: bool  # over the shard group (all_gather, reduce_scatter), not the replicas
+    at: tuple[int, ...] = ()  # where in the step each call came (CallSize.at), where recorded
 
 
 def calls_at(run: RecordedRun, world: int, gathers: float = 1.0) -> list[CallsAt] | None:
@@ -122,13 +123,23 @@ def calls_at(run: RecordedRun, world: int, gathers: float = 1.0) -> list[CallsAt
     for entry in (entry for entry in traffic if entry.phase == "train"):
         sharded = entry.kind in ("all_gather", "reduce_scatter")
         group = shard if sharded else replicas if hybrid else world
-        sizes = [(each.calls, each.payload_bytes) for each in entry.sizes or []]
-        mean = (entry.calls, entry.payload_bytes / entry.calls if entry.calls else 0.0)
-        for calls, payload in sizes or [mean]:  # each size apart; records before sizes: the mean
+        sizes = [(each.calls, each.payload_bytes, each.at) for each in entry.sizes or []]
+        mean = (entry.calls, entry.payload_bytes / entry.calls if entry.calls else 0.0, None)
+        for calls, payload, at in sizes or [mean]:  # each size apart; before sizes: the mean
             if entry.kind == "all_gather":  # each rank's shard of a unit, `gathers` x as often
                 calls, payload = calls * gathers, payload * shard_now / shard
-            found.append(CallsAt(entry.kind, calls, payload, group, sharded))
+            found.append(CallsAt(entry.kind, calls, payload, group, sharded, tuple(at or ())))
     return found
+
+
+def sequence_at(run: RecordedRun, world: int) -> list[CallsAt]:
+    """The run's step at `world` ranks call by call, in the order it issued them (one call
+    each); empty where a size did not record where its calls came (`CallSize.at`)."""
+    found = calls_at(run, world) or []
+    if not found or any(len(each.at) != round(each.calls) for each in found):
+        return []
+    order = sorted((i, replace(each, calls=1.0, at=(i,))) for each in found for i in each.at)
+    return [each for _, each in order]
 
 
 def communication_s(

@@ -73,25 +73,30 @@ def test_each_framework_measures_its_own_collectives_into_a_profile(module, tmp_
 
 def test_a_runs_own_calls_are_measured_and_priced_off_their_own_points(tmp_path):
     """--sizes-of RUN: every kind is also timed at the payload the run's calls hand it, past
-    --max-bytes too, so that the projection of that run reads each call off its own point, not
-    between powers of 8; a run without collectives is refused by name."""
+    --max-bytes too, and in the order its step issues them, so that the projection of that run
+    reads each call off its own point as its step issues it, not between powers of 8; a run
+    without collectives is refused by name."""
     run = runner("torch_impl.train", tmp_path, warm=True)
     preset = ["--config", "configs/mlp_adam.yaml", "--quiet"]
     _, folder = run("fsdp2", 2, "torch.strategy=fsdp2", "train.epochs=1", extra=preset)
     _, alone = run("alone", 0, "train.epochs=1", extra=preset)
     out = tmp_path / "links.json"
-    _measured("torch_impl.links", 2, out, "--max-bytes", "512", "--sizes-of", str(folder))
+    done = _measured("torch_impl.links", 2, out, "--max-bytes", "512", "--sizes-of", str(folder))
+    assert "reduce_scatter  in a run's step, in its order:" in done.stdout, done.stdout
     profile = link_profile.read(out)
     (recorded,), _, _ = load_runs([str(folder)])
     calls = step_model.calls_at(recorded, 2) or []
     kinds = [each.kind for each in calls]  # one a size: each of the MLP's 3 units
     assert sorted(kinds) == ["all_gather"] * 3 + ["reduce_scatter"] * 3, calls
     priced = 0.0
-    for each in calls:
-        own = {point.payload_bytes: point.seconds for point in profile.kinds[each.kind].points}
+    for each in calls:  # each timed also as the step issues it, in its order: priced so
+        own = {point.payload_bytes: point for point in profile.kinds[each.kind].points}
         size = round(each.payload / 4) * 4
         assert size > 512 and size in own, (each.kind, size, sorted(own))
-        priced += each.calls * own[size]
+        assert (own[size].in_step_s or 0) > 0, own[size]
+        priced += each.calls * (own[size].in_step_s or 0)
+    others = [p for fit in profile.kinds.values() for p in fit.points if p.payload_bytes <= 512]
+    assert others and all(point.in_step_s is None for point in others)
     assert step_model.communication_s(recorded, profile, 2) == pytest.approx(priced, rel=1e-3)
     with pytest.raises(ValueError, match="it recorded no collectives"):
         call_sizes.payloads([str(alone)], 2)
