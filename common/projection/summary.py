@@ -130,6 +130,9 @@ def report(
             for name, t in profile.tiers.items()
         )
         tiered = f"; its tiers' groups of {tiered} ranks from their own" if tiered else ""
+        fits = [fit for each in profile.measured().values() for fit in each.values()]
+        if any(p.in_step_s is not None for fit in fits for p in fit.points):
+            tiered += "; the calls of a run's step timed in its order priced so (--sizes-of)"
         also = "".join(f", {other}" for other in profiles.also.get(profile.framework, []))
         lines.append(
             f"== projection with the link profile {path}{also} ({profile.framework} "

@@ -4,12 +4,13 @@ and the projection prices each such call at its time in the step, not alone."""
 
 import pytest
 
+import compare
 from common.core.config.config_io import load_config
 from common.core.measure.traffic import wire_bytes
 from common.core.records.entries import CallSize, TrafficEntry
 from common.projection import link_profile, profiles, step_model
 from common.report.runs import RecordedRun
-from tests.records import changed, epoch, start
+from tests.records import changed, epoch, start, write_run
 
 GATHER, SCATTER = 200_960, 1_607_680  # the MLP's first unit at 8 ranks: its shard, its buffer
 
@@ -105,3 +106,14 @@ def test_repeats_take_the_median_in_step_and_the_cpu_model_leaves_it_out():
     assert cpu is not None
     assert all(p.in_step_s is None for fit in cpu.kinds.values() for p in fit.points)
     assert step_model.communication_s(fsdp2_run(), cpu, 8) == pytest.approx(3 * 2e-3)
+
+
+def test_the_report_says_where_a_profile_priced_calls_in_their_step(tmp_path, capsys):
+    """compare --project's header of a profile says it prices a run's step of several kinds at
+    the times its link tool took in that step's order, where it has them; else nothing."""
+    write_run(tmp_path / "run" / "metrics.jsonl")
+    for in_step, said in ((80e-3, True), (None, False)):
+        link_profile.write(eight(in_step), tmp_path / "links.json")
+        assert compare.main([str(tmp_path), "--project", "8"]) == 0
+        out = capsys.readouterr().out
+        assert ("calls of a run's step timed in its order priced so" in out) == said, out
