@@ -46,15 +46,17 @@ def payloads(paths: Sequence[str], world: int) -> dict[str, list[int]]:
     return {kind: sorted(sizes) for kind, sizes in found.items()}
 
 
-def sequences(paths: Sequence[str], world: int) -> list[list[tuple[str, int]]]:
+def sequences(
+    paths: Sequence[str], world: int, kinds: Sequence[str]
+) -> list[list[tuple[str, int]]]:
     """Each run's step at `world` ranks call by call, (kind, payload), in the order it issued
-    them, for the runs whose step issues several kinds over the whole launch: a step of one
-    kind is a row of its own calls, as the tool times each size, and a group of fewer ranks
-    (hsdp's shards) is not the launch's."""
+    them, of the `kinds` a tool times (not DDP's broadcasts), for the runs whose step issues
+    several of them over the whole launch: a step of one kind is a row of its own calls, as
+    the tool times each size, and a group of fewer ranks (hsdp's shards) is not the launch's."""
     runs, _, _ = load_runs(list(paths))
     found = []
     for run in runs:
-        order = [each for each in sequence_at(run, world) if each.payload >= ELEMENT]
+        order = [e for e in sequence_at(run, world) if e.payload >= ELEMENT and e.kind in kinds]
         if len({each.kind for each in order}) > 1 and all(e.group == world for e in order):
             found.append([(e.kind, round(e.payload / ELEMENT) * ELEMENT) for e in order])
     return found

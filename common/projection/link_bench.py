@@ -199,7 +199,7 @@ def main(side: Side, prog: str, description: str | None, argv: list[str] | None)
     world = spec.world_size
     kinds = time_collectives(side.timer(info), side.kinds, world, args.max_bytes, extra(world))
     if side.sequence_timer is not None and args.sizes_of:  # each run's step in its own order
-        steps = call_sizes.sequences(args.sizes_of.split(","), world)
+        steps = call_sizes.sequences(args.sizes_of.split(","), world, side.kinds)
         kinds = call_sizes.in_step(side.sequence_timer(info), kinds, steps)
     by_group: dict[int, dict[str, KindFit]] = {}
     group_timer = side.group_timer
