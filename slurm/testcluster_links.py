@@ -40,7 +40,9 @@ def shape(nodes: list[str], link: str) -> None:
     if link == "off":
         return
     rate, _, delay = link.partition(",")
-    burst = max(16_384, int(rate_bits(rate) / 8 / 1000))  # 1 ms of the rate, 16 KiB at least
+    # 1 ms of the rate, 16 KiB at least: a larger bucket lets calls of a few hundred kB pass
+    # at line speed, and the link tool's prices fall under what a step pays
+    burst = max(16_384, int(rate_bits(rate) / 8 / 1000))
     for namespace, device in devices:
         where = ["-n", namespace] if namespace else []
         parent = ["root"]
