@@ -10,6 +10,7 @@ from common.core.measure.traffic import wire_bytes
 from common.core.records.entries import CallSize, TrafficEntry
 from common.projection import link_profile, profiles, step_model
 from common.report.runs import RecordedRun
+from tests.compare.test_projection import profile
 from tests.records import changed, epoch, start, write_run
 
 GATHER, SCATTER = 200_960, 1_607_680  # the MLP's first unit at 8 ranks: its shard, its buffer
@@ -37,17 +38,8 @@ def eight(in_step: float | None, cpu: float | None = None) -> link_profile.LinkP
     for kind, points in (("all_gather", gather), ("reduce_scatter", scatter)):
         alpha, beta = link_profile.fit(points)
         kinds[kind] = link_profile.KindFit(alpha_s=alpha, beta_s_per_byte=beta, points=points)
-    return link_profile.LinkProfile(
-        time="2026-12-06T00:00:00+00:00",
-        framework="torch",
-        transport="gloo",
-        device_type="cpu",
-        world_size=8,
-        hosts=[f"n{i}" for i in range(1, 9)],
-        launcher="slurm",
-        launch_id="1",
-        kinds=kinds,
-    )
+    hosts = [f"n{i}" for i in range(1, 9)]
+    return profile(hosts).model_copy(update={"world_size": 8, "launcher": "slurm", "kinds": kinds})
 
 
 def fsdp2_run() -> RecordedRun:
