@@ -6,12 +6,12 @@
     python slurm/testcluster.py counters|down [--dir DIR]         (DIR: /tmp/suite-slurm)
 
 `up` installs slurmctld, slurmd, slurm-client and munge where missing and starts them without
-systemd: one network namespace per node (`n1`, 10.77.0.11, ...) on a bridge, each slurmd pinned
-to its share of the cores, or held to CORES each by a CPU quota (slurm/testcluster_cpu.py). One
-cluster runs on a machine at a time: `up` refuses (exit 3, the owner named) while a live owner's
-cluster is up, and takes down a stale one (slurm/testcluster_claim.py); `down` stops exactly what
-`up` recorded in --dir. `--link` shapes every node's veth both ways with tc's tbf (kernels without
-netem refuse a delay, saying so); `counters` prints every node's veth bytes and packets as JSON.
+systemd: a network namespace per node (`n1`, 10.77.0.11, ...) on a bridge, links of MTU 9000,
+each slurmd pinned to its share of the cores, or held to CORES each by a CPU quota
+(slurm/testcluster_cpu.py). One cluster runs on a machine at a time: `up` refuses (exit 3, the
+owner named) while a live owner's cluster is up, and takes down a stale one; `down` stops
+exactly what `up` recorded in --dir. `--link` shapes every node's veth both ways with tc's tbf
+(kernels without netem refuse a delay, saying so); `counters` prints the veths' bytes and packets.
 """
 
 from __future__ import annotations
