@@ -16,7 +16,7 @@ HOSTS_MARK = "# suite-testcluster"
 # into frames of the MTU, and each frame costs the host softirq work that no node's CPU quota is
 # charged for. At 1,500 bytes, 8 nodes of a quarter core at 200 Mbit/s left the 2-core host 4%
 # idle (softirq 37% of it), so the nodes got less than their size and TensorFlow's 8-rank
-# all-reduce of 2.1 MB took 186-220 ms; at 9,000, 159-167 ms (the wire's own: 150 ms).
+# all-reduce of 2.1 MB took 186-221 ms; at 9,000, 159-168 ms (the wire's own: 150 ms).
 MTU = 9000
 
 
@@ -127,21 +127,8 @@ def make_network(nodes: list[str]) -> None:
         namespace, veth = f"suite-{node}", f"suite-v{node}"
         sh("ip", "netns", "add", namespace)
         mtu = ("mtu", str(MTU))
-        sh(
-            "ip",
-            "link",
-            "add",
-            veth,
-            *mtu,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "eth0",
-            *mtu,
-            "netns",
-            namespace,
-        )
+        peer = ("peer", "name", "eth0", *mtu, "netns", namespace)
+        sh("ip", "link", "add", veth, *mtu, "type", "veth", *peer)
         sh("ip", "link", "set", veth, "master", BRIDGE, "up")
         sh("ip", "-n", namespace, "addr", "add", f"{address(node)}/24", "dev", "eth0")
         sh("ip", "-n", namespace, "link", "set", "eth0", "up")
